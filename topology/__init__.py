@@ -1,0 +1,15 @@
+"""Parallel topology (pure Python, no torch): ranks <-> (dp, pp, tp), folded rank ranges, readable rank sets."""
+
+from topology.dims import AXES, DEFAULT_ORDER, ParallelDims, RankCoords, parse_order
+from topology.ranksets import describe_ranks, fold_ranks, parse_ranks
+
+__all__ = [
+    "AXES",
+    "DEFAULT_ORDER",
+    "ParallelDims",
+    "RankCoords",
+    "describe_ranks",
+    "fold_ranks",
+    "parse_order",
+    "parse_ranks",
+]
