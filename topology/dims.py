@@ -84,6 +84,11 @@ class ParallelDims:
             )
 
     @property
+    def axes(self) -> tuple[str, str, str]:
+        """The axes, fastest-varying first, e.g. ("tp", "dp", "pp")."""
+        return self._axes
+
+    @property
     def world_size(self) -> int:
         return self.tp * self.pp * self.dp
 

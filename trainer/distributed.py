@@ -1,0 +1,87 @@
+"""Process identity and torch.distributed start-up, under torchrun or srun, on CPU (gloo) or GPUs (NCCL).
+
+Under srun the SLURM variables are translated to the torchrun ones (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT) before DeepSpeed reads them. The backend follows the device: NCCL when CUDA is
+available, else gloo with DeepSpeed's CPU accelerator.
+
+Two of DeepSpeed's CPU traps are avoided here (see shared notes/deepspeed-cpu.md): DS_ACCELERATOR=cpu is set
+before deepspeed is imported, and the shared-memory comm op that `deepspeed.comm.torch` JIT-compiles at init
+(66-73 s, used only for inference) is replaced by a no-op. The third (fused Adam) is avoided in engine.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    rank: int
+    world_size: int
+    local_rank: int
+    launcher: str  # "torchrun", "srun" or "single"
+
+
+def _first_slurm_host(nodelist: str) -> str:
+    try:
+        from slurm.nodelist import expand_nodelist  # pure Python, no scontrol needed
+
+        return expand_nodelist(nodelist)[0]
+    except ImportError:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=10)
+        return out.stdout.split()[0]
+
+
+def identify_process(env: dict[str, str] | None = None) -> ProcessIdentity:
+    """Read (and, under srun, complete) the launcher's environment. Mutates os.environ when env is None."""
+    env = os.environ if env is None else env
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return ProcessIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)), "torchrun")
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
+        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+        if "MASTER_ADDR" not in env:
+            env["MASTER_ADDR"] = _first_slurm_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
+        env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
+        return ProcessIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), "srun")
+    env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    env.setdefault("MASTER_ADDR", "127.0.0.1")
+    env.setdefault("MASTER_PORT", "29511")
+    return ProcessIdentity(0, 1, 0, "single")
+
+
+def use_cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+def prepare_deepspeed_import() -> None:
+    """Call before the first `import deepspeed`."""
+    if not use_cuda():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+def init_distributed(timeout_seconds: float, local_rank: int) -> None:
+    """Start torch.distributed through DeepSpeed with one timeout for the world AND every later group.
+
+    torch gives groups made by new_group() its module default (30 min for gloo), not the world's timeout; the
+    pipe, data and tied groups that DeepSpeed creates are such groups. We set that default first, so that a
+    hung broadcast in the pipe group also ends after --pg-timeout.
+    """
+    import deepspeed
+
+    timeout = timedelta(seconds=timeout_seconds)
+    c10d = importlib.import_module("torch.distributed.distributed_c10d")
+    c10d.default_pg_timeout = timeout
+    if hasattr(c10d, "default_pg_nccl_timeout"):
+        c10d.default_pg_nccl_timeout = timeout
+    if use_cuda():
+        torch.cuda.set_device(local_rank)
+    else:
+        importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+    deepspeed.init_distributed(dist_backend="nccl" if use_cuda() else "gloo", timeout=timeout, verbose=False)
