@@ -1,0 +1,119 @@
+"""`diagnose(collection) -> Verdict`: who is stuck where, the suspects and why, who did not respond.
+
+Everything the renderers show (terminal, JSON, HTML) is in the Verdict; they add nothing of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hangdoctor.analysis.classes import RankClass, build_classes
+from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
+from hangdoctor.analysis.suspects import Place, Suspect, build_places, find_suspects
+from hangdoctor.analysis.tree import TreeNode, build_tree
+from hangdoctor.model import PTRACE_DENIED, Collection, NodeReport
+from topology import ParallelDims
+
+
+@dataclass
+class Verdict:
+    headline: str
+    hung: bool | None  # None: one sample cannot tell stuck from slow
+    expected: int  # ranks expected (world size, else ranks found)
+    responded: list[int]
+    unresponsive: dict[str, list[int]]  # status -> ranks (found but did not answer)
+    missing: list[int]  # expected ranks no collector found
+    places: list[Place]  # who is stuck where, largest first
+    classes: list[RankClass]
+    suspects: list[Suspect]
+    hints: list[str]
+    tree: TreeNode
+    views: dict[int, RankView]
+    dims: ParallelDims | None
+    dims_source: str
+    nodes: list[NodeReport]
+    source: str
+    samples: int
+    interval: float
+    warnings: list[str] = field(default_factory=list)
+
+
+def diagnose(collection: Collection) -> Verdict:
+    dims = collection.dims
+    waits: dict = {}
+    views = {record.rank: view_rank(record, waits) for record in collection.records}
+    expected = collection.world_size or len(views)
+    missing = [r for r in range(expected) if r not in views] if collection.world_size else []
+    responded = sorted(r for r, v in views.items() if v.responded)
+    unresponsive: dict[str, list[int]] = {}
+    for rank, view in sorted(views.items()):
+        if not view.responded:
+            unresponsive.setdefault(view.status, []).append(rank)
+    places = build_places(list(views.values()), dims)
+    classes = build_classes(list(views.values()), dims)
+    suspects, hints = find_suspects(list(views.values()), places, dims, missing)
+    stacks = {rank: view.stack for rank, view in views.items() if view.stack}
+    silent = {status: [r for r in ranks if not views[r].stack] for status, ranks in unresponsive.items()}
+    if missing:
+        silent["missing"] = missing
+    tree = build_tree(stacks, silent)
+    warnings = list(collection.warnings)
+    if PTRACE_DENIED in unresponsive:
+        warnings.append(ptrace_hint(len(unresponsive[PTRACE_DENIED])))
+    for node in collection.nodes:
+        if not node.ok or node.error:
+            warnings.append(f"node {node.name}: {node.error or 'failed'}")
+    hung = hung_or_not(views, places, collection.samples)
+    return Verdict(
+        headline=headline(hung, views, places, expected, len(responded), missing, unresponsive),
+        hung=hung, expected=expected, responded=responded, unresponsive=unresponsive, missing=missing,
+        places=places, classes=classes, suspects=suspects, hints=hints, tree=tree, views=views, dims=dims,
+        dims_source=collection.dims_source, nodes=collection.nodes, source=collection.source,
+        samples=collection.samples, interval=collection.interval, warnings=warnings,
+    )
+
+
+def ptrace_hint(count: int) -> str:
+    return (f"py-spy was refused access to {count} process{'es' if count > 1 else ''} (ptrace): run as the job's "
+            f"user, or as root, or give py-spy CAP_SYS_PTRACE (`setcap cap_sys_ptrace+ep $(which py-spy)`), or "
+            f"allow it with `sysctl kernel.yama.ptrace_scope=0`; in a container start it with --cap-add SYS_PTRACE")
+
+
+def hung_or_not(views: dict[int, RankView], places: list[Place], samples: int) -> bool | None:
+    """True: a rank that answered kept the same stack across samples. False: every rank answered and moved.
+    None: cannot tell (one sample, or nobody answered)."""
+    answered = [v for v in views.values() if v.responded]
+    if samples < 2 or not answered:
+        return None
+    if any(v.progress == STUCK for v in answered):
+        return True
+    if len(answered) == len(views) and all(v.progress == PROGRESSING for v in answered):
+        return False
+    return None
+
+
+def headline(hung: bool | None, views: dict[int, RankView], places: list[Place], expected: int, answered: int,
+             missing: list[int], unresponsive: dict[str, list[int]]) -> str:
+    silent = sum(len(r) for r in unresponsive.values()) + len(missing)
+    if not views:
+        return f"No rank found: 0/{expected} responded"
+    if answered == 0:
+        return f"No rank answered: {silent} did not respond (0/{expected} responded)"
+    stuck = sum(1 for v in views.values() if v.responded and v.progress == STUCK)
+    moving = sum(1 for v in views.values() if v.responded and v.progress == PROGRESSING)
+    in_calls = {p.position for p in places if p.in_collective}
+    waiting = sum(len(p.ranks) for p in places if p.in_collective)
+    parts = []
+    if hung is None:
+        parts.append(f"{answered} ranks in {len(places)} place{'s' if len(places) != 1 else ''}, "
+                     f"{waiting} waiting in {len(in_calls)} call{'s' if len(in_calls) != 1 else ''} (one sample)")
+    elif hung:
+        parts.append(f"HUNG: {stuck} rank{'s' if stuck != 1 else ''} stuck"
+                     + (f", {waiting} in {len(in_calls)} call{'s' if len(in_calls) != 1 else ''}" if in_calls else ""))
+        if moving:
+            parts.append(f"{moving} progressing")
+    else:
+        parts.append(f"Not hung: all {answered} answering ranks progressed between samples")
+    if silent:
+        parts.append(f"{silent} did not respond")
+    return "; ".join(parts) + f" ({answered}/{expected} responded)"

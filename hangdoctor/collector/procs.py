@@ -1,0 +1,195 @@
+"""Find a job's ranks on this node through /proc, and read each one's state and CPU time. Stdlib only.
+
+A process belongs to the job when its environment (/proc/PID/environ, as it was at exec) carries the job's
+key, e.g. SLURM_JOB_ID=1234 or TORCHELASTIC_RUN_ID=...; `grep python` is never used. Its rank comes from
+RANK, else SLURM_PROCID (then PMI_RANK, OMPI_COMM_WORLD_RANK). Launchers are set aside: shells, srun,
+torchrun agents (no RANK while their workers have one) and forked children that share their parent's rank
+(data-loader workers).
+"""
+
+from __future__ import annotations
+
+import os
+
+RANK_KEYS = ("RANK", "SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK")
+LOCAL_RANK_KEYS = ("LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")
+WORLD_KEYS = ("WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+# Only these variables are copied into the output: environments may hold secrets.
+KEPT_ENV = RANK_KEYS + LOCAL_RANK_KEYS + WORLD_KEYS + (
+    "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_NODEID", "TORCHELASTIC_RUN_ID",
+    "GROUP_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+)
+LAUNCHERS = frozenset({
+    "srun", "slurmstepd", "salloc", "sbatch", "sh", "bash", "dash", "zsh", "ksh", "env", "timeout", "py-spy",
+    "sleep", "tee", "mpirun", "mpiexec", "orted", "hydra_pmi_proxy", "pdsh",
+})
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def read_environ(pid: int) -> dict | None:
+    """The environment the process was started with, or None when unreadable (gone, another user's)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
+
+
+def read_stat(pid: int) -> dict | None:
+    """State letter, parent pid and CPU ticks (user + system, all threads) from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # The command name sits in parentheses and may itself contain spaces or parentheses.
+    fields = raw[raw.rfind(")") + 2:].split()
+    try:
+        return {"state": fields[0], "ppid": int(fields[1]), "ticks": int(fields[11]) + int(fields[12])}
+    except (IndexError, ValueError):
+        return None
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def read_cmdline(pid: int) -> list:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def read_exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def read_uid(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def all_pids() -> list:
+    return sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+
+
+def ancestors(pid: int) -> set:
+    """pid and every process above it, up to init."""
+    seen = set()
+    while pid > 0 and pid not in seen:
+        seen.add(pid)
+        stat = read_stat(pid)
+        if stat is None:
+            break
+        pid = stat["ppid"]
+    return seen
+
+
+def first_int(env: dict, keys: tuple) -> tuple:
+    """(value, key) of the first key of `keys` that holds an integer, or (None, "")."""
+    for key in keys:
+        value = env.get(key, "").strip()
+        if value.lstrip("-").isdigit():
+            return int(value), key
+    return None, ""
+
+
+def describe_process(pid: int, env: dict | None = None) -> dict | None:
+    """Identity fields of one process, as the collector reports them (rank may be None)."""
+    env = read_environ(pid) if env is None else env
+    stat = read_stat(pid)
+    if stat is None:
+        return None
+    env = env or {}
+    rank, rank_key = first_int(env, RANK_KEYS)
+    local_rank, _ = first_int(env, LOCAL_RANK_KEYS)
+    world, _ = first_int(env, WORLD_KEYS)
+    return {
+        "pid": pid,
+        "ppid": stat["ppid"],
+        "uid": read_uid(pid),
+        "exe": read_exe(pid),
+        "cmdline": read_cmdline(pid),
+        "rank": rank,
+        "rank_key": rank_key,
+        "local_rank": local_rank,
+        "world_size": world,
+        "env": {key: env[key] for key in KEPT_ENV if key in env},
+    }
+
+
+def env_matches(env: dict, match: dict) -> bool:
+    """Every key of `match` is set; where a value is given it must be equal."""
+    for key, value in match.items():
+        if key not in env or (value is not None and env[key] != value):
+            return False
+    return True
+
+
+def find_ranks(match: dict, node_name: str | None = None, *, own_pid: int | None = None) -> tuple:
+    """Processes of this node whose environment matches, minus launchers. Returns (ranks, skipped).
+
+    ranks: list of describe_process() dicts; skipped: list of "pid P (name): why" strings.
+    Our own process tree and our own srun step are left out.
+    """
+    own_pid = os.getpid() if own_pid is None else own_pid
+    own_env = read_environ(own_pid) or {}
+    exclude = ancestors(own_pid)
+    candidates, skipped = [], []
+    for pid in all_pids():
+        if pid in exclude:
+            continue
+        env = read_environ(pid)
+        if not env or not env_matches(env, match):
+            continue
+        if own_env.get("SLURM_STEP_ID") and env.get("SLURM_STEP_ID") == own_env["SLURM_STEP_ID"] \
+                and env.get("SLURM_JOB_ID") == own_env.get("SLURM_JOB_ID"):
+            continue  # our own extra step
+        if node_name and env.get("SLURMD_NODENAME", node_name) != node_name:
+            continue  # another slurmd's process on the same host (several nodes on one machine)
+        info = describe_process(pid, env)
+        if info is None:
+            continue
+        candidates.append(info)
+    kept = []
+    for info in candidates:
+        name = os.path.basename(info["exe"]) or (os.path.basename(info["cmdline"][0]) if info["cmdline"] else "?")
+        if name in LAUNCHERS:
+            skipped.append(f"pid {info['pid']} ({name}): launcher")
+        elif info["rank"] is None:
+            skipped.append(f"pid {info['pid']} ({name}): no rank in its environment")
+        else:
+            kept.append(info)
+    if any(info["rank_key"] == "RANK" for info in kept):
+        # torchrun/deepspeed agents under srun carry SLURM_PROCID (the node's index) but no RANK.
+        for info in [i for i in kept if i["rank_key"] != "RANK"]:
+            skipped.append(f"pid {info['pid']}: launcher (no RANK while its workers have one)")
+        kept = [i for i in kept if i["rank_key"] == "RANK"]
+    by_pid = {info["pid"]: info for info in kept}
+    ranks = []
+    for info in kept:
+        parent = by_pid.get(info["ppid"])
+        if parent is not None and parent["rank"] == info["rank"]:
+            skipped.append(f"pid {info['pid']}: child of rank {info['rank']} (pid {parent['pid']}), e.g. a data-loader worker")
+        else:
+            ranks.append(info)
+    ranks.sort(key=lambda i: (i["rank"], i["pid"]))
+    return ranks, skipped

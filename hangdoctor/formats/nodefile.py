@@ -1,0 +1,73 @@
+"""The collector's node document (`hangdoctor-node/1`) -> processes found on that node, with their samples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hangdoctor.collector.node import FORMAT
+from hangdoctor.formats.pyspy_json import parse_threads
+from hangdoctor.formats.pyspy_text import parse_text
+from hangdoctor.model import ERROR, NodeReport, Sample, ThreadStack
+
+
+@dataclass
+class Found:
+    """A process as a reader found it, before ranks and coordinates are settled (see identity.py)."""
+
+    host: str
+    pid: int
+    rank: int | None = None
+    rank_source: str = "env"
+    local_rank: int | None = None
+    world_size: int | None = None
+    cmdline: tuple[str, ...] = ()
+    samples: list[Sample] = field(default_factory=list)
+
+
+def is_node_doc(data: object) -> bool:
+    return isinstance(data, dict) and str(data.get("format", "")).startswith("hangdoctor-node/")
+
+
+def _threads(sample: dict) -> tuple[tuple[ThreadStack, ...], str]:
+    if sample.get("pyspy_json") is not None:
+        try:
+            return parse_threads(sample["pyspy_json"]), ""
+        except ValueError as exc:
+            return (), f"unreadable py-spy JSON: {exc}"
+    if sample.get("pyspy_text"):
+        processes = parse_text(sample["pyspy_text"])
+        return (tuple(processes[0].threads) if processes else ()), ""
+    return (), ""
+
+
+def read_sample(raw: dict) -> Sample:
+    threads, problem = _threads(raw)
+    status = raw.get("status") or ERROR
+    return Sample(
+        index=int(raw.get("index", 0)), time=float(raw.get("time") or 0.0),
+        status=ERROR if problem and status == "ok" else status, threads=threads,
+        state=raw.get("state") or "", cpu_percent=raw.get("cpu_percent"), wchan=raw.get("wchan") or "",
+        error=problem or raw.get("error") or "", seconds=float(raw.get("seconds") or 0.0),
+        nonblocking=bool(raw.get("nonblocking")),
+    )
+
+
+def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list[Found]]:
+    if not is_node_doc(doc):
+        raise ValueError(f"not a hangdoctor node document (expected format {FORMAT})")
+    name = doc.get("node") or fallback_name
+    found = []
+    for proc in doc.get("processes", []):
+        rank = proc.get("rank")
+        found.append(Found(
+            host=name, pid=int(proc["pid"]), rank=rank, rank_source=proc.get("rank_key") or "env",
+            local_rank=proc.get("local_rank"), world_size=proc.get("world_size"),
+            cmdline=tuple(proc.get("cmdline") or ()), samples=[read_sample(s) for s in proc.get("samples", [])],
+        ))
+    errors = list(doc.get("errors") or [])
+    report = NodeReport(
+        name=name, ok=not doc.get("fatal"), error="; ".join(errors), ranks_found=len(found),
+        skipped=list(doc.get("skipped") or []),
+        seconds=max(0.0, float(doc.get("finished") or 0) - float(doc.get("started") or 0)),
+    )
+    return report, found

@@ -1,0 +1,143 @@
+"""What flows between hangdoctor's parts: ranks with their identity, samples of their stacks, a collection.
+
+A rank's identity (global rank, host, pid, local rank, coordinates) is attached once, when a collection is
+built from collector output (`formats.load`), and carried by every record after that. Analysis never
+re-derives it from file names or PIDs.
+
+Stacks are tuples of frames, innermost first, as py-spy prints them. Frames are interned by the readers, so
+16,384 ranks that sit in the same place share one tuple of frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topology import ParallelDims, RankCoords
+
+# Sample statuses. Only OK means the rank answered; every other one is "did not respond".
+OK = "ok"
+TIMEOUT = "timeout"  # py-spy did not finish within the per-process timeout
+PTRACE_DENIED = "ptrace-denied"  # the kernel refused to let py-spy read the process
+NOT_PYTHON = "not-python"  # py-spy found no Python interpreter in the process
+GONE = "gone"  # the process exited (or became a zombie) during collection
+D_STATE = "d-state"  # uninterruptible sleep: the kernel holds it (filesystem, driver); read without pausing it
+STOPPED = "stopped"  # state T/t: SIGSTOPped or held by a debugger; it cannot progress
+ERROR = "error"  # py-spy failed for another reason (its message is kept)
+MISSING = "missing"  # an expected rank that no collector found (dead node, exited before collection)
+STATUSES = (OK, TIMEOUT, PTRACE_DENIED, NOT_PYTHON, GONE, D_STATE, STOPPED, ERROR, MISSING)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One stack frame as py-spy names it: function (qualified name), short file name and line."""
+
+    name: str
+    file: str  # py-spy's short_filename: relative to site-packages or the script's directory, e.g. torch/distributed/distributed_c10d.py
+    line: int = 0  # 0 for native frames
+    native: bool = False  # a C/C++ frame (from --native), e.g. "c10d::Work::wait (libtorch_cpu.so)"
+
+    def label(self) -> str:
+        return f"{self.name} ({self.file}:{self.line})" if self.line else f"{self.name} ({self.file})"
+
+
+Stack = tuple[Frame, ...]  # innermost frame first
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStack:
+    thread_id: int  # the OS thread id (equal to the pid for the main thread)
+    name: str  # e.g. "MainThread"
+    frames: Stack
+    active: bool | None = None  # py-spy's active/idle; None when unknown
+    owns_gil: bool | None = None
+
+
+@dataclass(slots=True)
+class Sample:
+    """One look at one rank: what py-spy said, and what /proc said about the process at that moment."""
+
+    index: int  # 0..samples-1
+    time: float  # seconds since the epoch, when the dump started
+    status: str  # one of STATUSES
+    threads: tuple[ThreadStack, ...] = ()
+    state: str = ""  # /proc/PID/stat state letter: R, S, D, T, t, Z, ...
+    cpu_percent: float | None = None  # CPU use of the whole process around this sample
+    wchan: str = ""  # kernel function it sleeps in, e.g. futex_do_wait
+    error: str = ""  # py-spy's error line, or why no dump was taken
+    seconds: float = 0.0  # how long the dump took
+    nonblocking: bool = False  # read without pausing the process
+
+    @property
+    def responded(self) -> bool:
+        return self.status == OK
+
+    def main_thread(self, pid: int) -> ThreadStack | None:
+        """The thread the rank's training loop runs in: the one whose OS id is the pid, else "MainThread"."""
+        for thread in self.threads:
+            if thread.thread_id == pid:
+                return thread
+        for thread in self.threads:
+            if thread.name == "MainThread":
+                return thread
+        return self.threads[0] if self.threads else None
+
+
+@dataclass(frozen=True, slots=True)
+class RankIdentity:
+    """Who a process is in the job. Attached once, at collection."""
+
+    rank: int  # global rank
+    host: str  # node name (SLURMD_NODENAME under SLURM, else the host name)
+    pid: int
+    local_rank: int | None = None
+    world_size: int | None = None
+    coords: RankCoords | None = None  # (dp, pp, tp), when the topology is known
+    rank_source: str = "env"  # "env" (RANK/SLURM_PROCID in its environment), "local_rank", "order" (assumed)
+    cmdline: tuple[str, ...] = ()
+
+    def coords_label(self) -> str:
+        c = self.coords
+        return f"dp={c.dp} pp={c.pp} tp={c.tp}" if c else ""
+
+
+@dataclass(slots=True)
+class RankRecord:
+    identity: RankIdentity
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return self.identity.rank
+
+    def last(self) -> Sample | None:
+        return self.samples[-1] if self.samples else None
+
+    def ok_samples(self) -> list[Sample]:
+        return [s for s in self.samples if s.status == OK]
+
+
+@dataclass(slots=True)
+class NodeReport:
+    """What one node's collector did: found how many ranks, or why it failed."""
+
+    name: str
+    ok: bool = True
+    error: str = ""
+    ranks_found: int = 0
+    skipped: list[str] = field(default_factory=list)  # e.g. "pid 12 (bash): launcher"
+    seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class Collection:
+    """Everything analysis needs: the ranks, the topology, the expected world size, what went wrong."""
+
+    records: list[RankRecord]
+    dims: ParallelDims | None = None
+    dims_source: str = ""  # e.g. "flags", "argv of rank 0", "" when unknown
+    world_size: int | None = None  # expected number of ranks, when known
+    nodes: list[NodeReport] = field(default_factory=list)
+    source: str = ""  # e.g. "SLURM job 12", "torchrun run 3f2a...", "3 files"
+    samples: int = 1  # samples requested per rank
+    interval: float = 0.0  # seconds between samples
+    warnings: list[str] = field(default_factory=list)
