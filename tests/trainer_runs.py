@@ -55,7 +55,7 @@ EMBED_NORM_RUN = ["--pp", "2", "--embed-layernorm", "--train-iters", "6", "--dum
 RUNS: dict[str, RunSpec] = {
     # Loss equivalence with the single-process reference (3 iterations each).
     "tp2": RunSpec(2, ["--tp", "2", "--embed-layernorm", "--train-iters", "3", *MODEL]),
-    "pp2": RunSpec(2, ["--pp", "2", "--train-iters", "3", *MODEL]),
+    "pp2": RunSpec(2, ["--pp", "2", "--train-iters", "3", "--checkpoint-activations", *MODEL]),
     "dp2_zero1": RunSpec(2, ["--zero-stage", "1", "--train-iters", "3", *MODEL]),
     "pp2tp2": RunSpec(4, ["--pp", "2", "--tp", "2", "--embed-layernorm", "--train-iters", "3", *MODEL,
                           "--partition-method", "type:transformer|embedding"]),

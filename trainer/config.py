@@ -37,7 +37,7 @@ class TrainConfig:
     micro_batch_size: int = 2
     global_batch_size: int = 8
     train_iters: int = 10
-    lr: float = 3e-4
+    lr: float = 1e-3
     weight_decay: float = 0.1
     clip_grad: float = 1.0
     seed: int = 1234

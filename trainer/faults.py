@@ -12,7 +12,8 @@ our own loop: no fake hang made with a sleep. docs/faults.md says what a user se
     embed-norm-not-saved PipelineModule.load_state_dir re-synchronises only the word embedding: the last stage,
                          which holds no checkpoint file for its tied copy, keeps its embedding LayerNorm at the
                          defaults after a load (BigScience main-4, finding 1).
-    straggler            rank R sleeps S seconds inside its first forward pass of iteration N (slow, not hung).
+    straggler            rank R spends S extra seconds of real compute in the forward passes of iterations
+                         N .. N+K-1 (slow, not hung: its CPU time grows and its stack moves).
     dead-rank            rank R SIGKILLs itself inside its first forward pass of iteration N.
     sigstop              rank R SIGSTOPs itself inside its first forward pass of iteration N (unresponsive).
 """
@@ -24,6 +25,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from topology import ParallelDims, RankCoords, parse_ranks
 from trainer.param_groups import Rule, naive_megatron_no_decay, robust_no_decay
@@ -46,7 +49,8 @@ FAULT_SPECS: dict[str, FaultSpec] = {
                                  needs_embed_layernorm=True),
     "embed-norm-not-saved": FaultSpec("the last stage's embedding LayerNorm does not come back from a checkpoint",
                                       needs_pipeline=True, needs_embed_layernorm=True),
-    "straggler": FaultSpec("rank R is slow by S seconds at iteration N", {"rank": 0, "iteration": 2, "seconds": 5.0}),
+    "straggler": FaultSpec("rank R is slower by S seconds per iteration for K iterations from N",
+                           {"rank": 0, "iteration": 2, "seconds": 5.0, "iterations": 1}),
     "dead-rank": FaultSpec("rank R kills itself at iteration N", {"rank": 0, "iteration": 2}),
     "sigstop": FaultSpec("rank R stops itself (SIGSTOP) at iteration N", {"rank": 0, "iteration": 2}),
 }
@@ -73,6 +77,8 @@ def parse_fault(text: str) -> Fault:
             raise ValueError(f"fault {name}: bad option {item!r}; options: {known}")
         try:
             options[key] = float(value) if key == "seconds" else value if key == "ranks" else int(value)
+            if key in ("seconds", "iterations", "iteration") and options[key] <= 0:
+                raise ValueError(f"fault {name}: option {key}={value} must be positive")
         except ValueError:
             raise ValueError(f"fault {name}: option {key}={value!r} is not a number") from None
     return Fault(name, options)
@@ -81,9 +87,11 @@ def parse_fault(text: str) -> Fault:
 class FaultInjector:
     """Checks the chosen faults against the run, then installs them into the model and the engine."""
 
-    def __init__(self, texts: list[str], *, dims: ParallelDims, coords: RankCoords, embed_layernorm: bool):
+    def __init__(self, texts: list[str], *, dims: ParallelDims, coords: RankCoords, embed_layernorm: bool,
+                 forward_passes_per_iteration: int = 1):
         self.faults = [parse_fault(t) for t in texts]
         self.dims, self.coords = dims, coords
+        self.forward_passes_per_iteration = forward_passes_per_iteration
         self.iteration = 0  # set by the training loop before each train_batch
         self._fired: set[tuple[str, int]] = set()
         for fault in self.faults:
@@ -135,16 +143,28 @@ class FaultInjector:
         """Runs inside the engine's ForwardPass instruction on this rank."""
         for fault in self.faults:
             opts = fault.options
+            if opts.get("rank") != self.coords.rank:
+                continue
+            if fault.name == "straggler":
+                if opts["iteration"] <= self.iteration < opts["iteration"] + opts["iterations"]:
+                    _busy_for(opts["seconds"] / self.forward_passes_per_iteration)
+                continue
             key = (fault.name, self.iteration)
-            if opts.get("rank") != self.coords.rank or opts.get("iteration") != self.iteration or key in self._fired:
+            if opts.get("iteration") != self.iteration or key in self._fired:
                 continue
             self._fired.add(key)
-            if fault.name == "straggler":
-                time.sleep(opts["seconds"])
-            elif fault.name == "dead-rank":
+            if fault.name == "dead-rank":
                 os.kill(os.getpid(), signal.SIGKILL)
             elif fault.name == "sigstop":
                 os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _busy_for(seconds: float) -> None:
+    """Real work, like a throttled device: unlike a hung rank, CPU time grows while the rank is slow."""
+    end = time.monotonic() + seconds
+    x = torch.full((64, 64), 0.01)
+    while time.monotonic() < end:
+        x = torch.tanh(x @ x)
 
 
 def _skip_loss_broadcast_at(engine, injector: FaultInjector, iteration: int) -> None:

@@ -47,7 +47,8 @@ def prepare(cfg: TrainConfig, ident: ProcessIdentity) -> RunContext:
     """Validate everything that can be validated before any process group exists. Raises ValueError."""
     dims = cfg.validate(ident.world_size)
     coords = dims.coords(ident.rank)
-    faults = FaultInjector(cfg.faults, dims=dims, coords=coords, embed_layernorm=cfg.embed_layernorm)
+    faults = FaultInjector(cfg.faults, dims=dims, coords=coords, embed_layernorm=cfg.embed_layernorm,
+                           forward_passes_per_iteration=cfg.gradient_accumulation_steps(dims))
     return RunContext(cfg, ident, dims, coords, faults)
 
 

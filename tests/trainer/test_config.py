@@ -50,9 +50,9 @@ def test_fault_options_are_checked_against_the_topology():
         FaultInjector(["skip-loss-broadcast:ranks=0"], dims=dims, coords=dims.coords(0), embed_layernorm=False)
     with pytest.raises(ValueError, match="rank=9 is outside 0..3"):
         FaultInjector(["dead-rank:rank=9"], dims=dims, coords=dims.coords(0), embed_layernorm=False)
-    with pytest.raises(ValueError, match="bad option 'when=3'; options: rank, iteration, seconds"):
+    with pytest.raises(ValueError, match="bad option 'when=3'; options: rank, iteration, seconds, iterations"):
         parse_fault("straggler:when=3")
-    assert parse_fault("straggler:rank=3,seconds=0.5").options == {"rank": 3, "iteration": 2, "seconds": 0.5}
+    assert parse_fault("straggler:rank=3,seconds=0.5").options == {"rank": 3, "iteration": 2, "seconds": 0.5, "iterations": 1}
 
 
 def _decay_names(model: nn.Module, rule) -> set[str]:
