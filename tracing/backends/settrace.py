@@ -1,0 +1,111 @@
+"""sys.settrace backend, the default before Python 3.12.
+
+The global trace function runs once per Python call and answers from the per-code-object cache. For unselected
+code it returns None, so that frame reports nothing more (not even its return). Selected frames get a local trace
+function with `f_trace_lines = False`: it hears only their return. Measured against sys.setprofile, which also
+calls back on every return and every C call of unselected code, this is the cheaper of the two (see
+docs/BENCHMARKS.md). It cannot see C calls; `--c-calls` picks the setprofile backend instead.
+
+Threads: `threading.settrace` covers threads started later; on 3.12+ `threading.settrace_all_threads` covers the
+running ones too. Before 3.12 a thread that is already running cannot be hooked from Python.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from tracing.backends import Hooks
+from tracing.records import CALL, RETURN
+
+
+class SettraceBackend:
+    name = "settrace"
+    covers_all_threads = sys.version_info >= (3, 12)
+
+    def __init__(self, hooks: Hooks) -> None:
+        self.hooks = hooks
+        self.classify = hooks.classify
+        self.active = False
+        self._trace = None
+        self._local = None
+        self._waiting = None
+
+    def _install(self, fn) -> None:
+        if sys.version_info >= (3, 12):
+            threading.settrace_all_threads(fn)
+        else:
+            threading.settrace(fn)
+            sys.settrace(fn)
+
+    def adopt(self, frame) -> None:
+        """A selected frame open at the start: give it the local trace function so that its return is heard."""
+        if self._local is not None:
+            frame.f_trace_lines = False
+            frame.f_trace = self._local
+
+    def wait(self, matcher, on_match) -> None:
+        seen: dict = {}
+        on_error = self.hooks.on_error
+
+        def waiting(frame, event, arg):
+            if self.active:  # another thread matched first: switch this one over
+                sys.settrace(self._trace)
+                return self._trace(frame, event, arg)
+            code = frame.f_code
+            hit = seen.get(code)
+            if hit is None:
+                try:
+                    hit = seen[code] = matcher(code)
+                except Exception as e:  # noqa: BLE001 - a tracer must never break the traced program
+                    on_error(e)
+                    return None
+            if hit:
+                on_match(frame)  # begins tracing; the snapshot adopts `frame` when it is selected
+                return frame.f_trace
+            return None
+
+        self._waiting = waiting
+        self._install(waiting)
+
+    def begin(self) -> None:
+        hooks = self.hooks
+        cache_get, classify, emit, on_error = hooks.cache.get, hooks.classify, hooks.emit, hooks.on_error
+
+        def local(frame, event, arg):
+            if event == "return" and self.active:
+                try:
+                    emit(RETURN, cache_get(frame.f_code) or 0)
+                except Exception as e:  # noqa: BLE001
+                    on_error(e)
+            return local
+
+        def trace(frame, event, arg):
+            if not self.active:
+                sys.settrace(None)
+                return None
+            try:
+                code = frame.f_code
+                code_id = cache_get(code)
+                if code_id is None:
+                    code_id = classify(code)
+                if not code_id:
+                    return None
+                frame.f_trace_lines = False
+                emit(CALL, code_id)
+                return local
+            except Exception as e:  # noqa: BLE001
+                on_error(e)
+                return None
+
+        self._local, self._trace = local, trace
+        self.active = True
+        self._install(trace)
+
+    def end(self) -> None:
+        self.active = False
+        if sys.version_info >= (3, 12):
+            threading.settrace_all_threads(None)
+        else:
+            threading.settrace(None)  # type: ignore[arg-type]
+            sys.settrace(None)

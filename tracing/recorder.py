@@ -1,0 +1,182 @@
+"""Turns (kind, code id) events from a backend into ring records and/or stream lines, keeping per-thread depth.
+
+This is the hot path: `make_emit()` builds one closure over local variables, so a selected call costs a dict
+lookup for the thread, a clock read and one `pack_into` into the shared mapping (plus one small write for the
+thread's open-frame stack), or one formatted line and one write(2) for the stream.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from tracing import ringformat as fmt
+from tracing.records import C_CALL, C_RETURN, CALL, KIND_WORDS, OPEN, CodeLocation
+from tracing.ringwriter import RingWriter
+from tracing.streamfile import MAX_INDENT, StreamWriter, location_text
+
+OVERFLOW_THREAD = 255  # thread slot recorded for threads beyond the ring's max_threads
+_IS_ENTER = tuple(k in (CALL, C_CALL, OPEN) for k in range(8))
+_WORDS = tuple(f"{KIND_WORDS.get(k, '?'):<6}" for k in range(8))
+_INDENT = tuple(" " * i for i in range(MAX_INDENT + 1))
+
+
+class ThreadState:
+    __slots__ = ("index", "depth", "count", "stack_off", "limit", "cstack")
+
+    def __init__(self, index: int, stack_off: int, limit: int) -> None:
+        self.index = index
+        self.depth = 0
+        self.count = 0
+        self.stack_off = stack_off
+        self.limit = limit  # depths below this have a stack slot in the ring
+        self.cstack: list[tuple[object, int]] = []  # open C calls: (callable, code id)
+
+
+class Recorder:
+    def __init__(self, ring: RingWriter | None, stream: StreamWriter | None, *, t0_mono_ns: int) -> None:
+        self.ring = ring
+        self.stream = stream
+        self.t0_mono_ns = t0_mono_ns
+        self.locations: list[CodeLocation] = [CodeLocation("", "<unknown>", "", 0)]  # index = code id
+        self.stream_names: list[str] = [location_text(self.locations[0])]
+        self.states: dict[int, ThreadState] = {}
+        self._lock = threading.Lock()
+        self._c_ids: dict[tuple, int] = {}
+
+    # -- rare paths: new code locations and new threads ---------------------------------------------------
+    def define(self, loc: CodeLocation) -> int:
+        with self._lock:
+            code_id = len(self.locations)
+            self.locations.append(loc)
+            self.stream_names.append(location_text(loc))
+            if self.ring is not None:
+                self.ring.define(code_id, fmt.encode_location(loc.module, loc.qualname, loc.filename, loc.lineno,
+                                                              loc.is_c))
+            return code_id
+
+    def c_function_id(self, fn: object) -> int:
+        """A code id for a C callable, keyed by its qualified name and the type it is bound to."""
+        owner = getattr(fn, "__self__", None)
+        key = (getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "?"), type(owner))
+        code_id = self._c_ids.get(key)
+        if code_id is None:
+            module = getattr(fn, "__module__", None) or (type(owner).__module__ if owner is not None else "")
+            if module == "builtins" and owner is not None and not isinstance(owner, type):
+                module = type(owner).__module__
+            code_id = self._c_ids[key] = self.define(CodeLocation(module or "", key[0], "", 0, is_c=True))
+        return code_id
+
+    def new_thread(self, ident: int | None = None) -> ThreadState:
+        ident = threading.get_ident() if ident is None else ident
+        with self._lock:
+            state = self.states.get(ident)
+            if state is not None:
+                return state
+            thread = threading._active.get(ident)  # type: ignore[attr-defined]  # no lookup that creates threads
+            name = thread.name if thread is not None else f"thread-{ident}"
+            native_id = getattr(thread, "native_id", None) or 0
+            is_main = ident == threading.main_thread().ident
+            index, stack_off, limit = len(self.states), -1, 0
+            if self.ring is not None:
+                claimed = self.ring.add_thread(ident, native_id, name, is_main)
+                if claimed is None:
+                    index = OVERFLOW_THREAD
+                else:
+                    index, stack_off = claimed
+                    limit = self.ring.max_depth
+            if self.stream is not None:
+                self.stream.add_thread(index, ident, native_id, name, is_main)
+            state = self.states[ident] = ThreadState(index, stack_off, limit)
+            return state
+
+    def reset_depths(self) -> None:
+        """After a stop: the next start records the open frames afresh, so every stack starts empty."""
+        for state in self.states.values():
+            state.depth = 0
+            state.cstack.clear()
+            if state.limit and self.ring is not None and not self.ring.buf.closed:
+                fmt.U32.pack_into(self.ring.buf, state.stack_off, 0)
+
+    # -- the hot path -------------------------------------------------------------------------------------
+    def make_emit(self) -> Callable[..., None]:
+        """emit(kind, code_id, state=None): record one event for the calling thread (or for `state`)."""
+        states_get = self.states.get
+        new_thread = self.new_thread
+        get_ident = threading.get_ident
+        clock = time.perf_counter_ns
+        t0 = self.t0_mono_ns
+        next_seq = itertools.count().__next__
+        is_enter = _IS_ENTER
+        ring, stream = self.ring, self.stream
+        buf = ring.buf if ring is not None else None
+        capacity = ring.capacity if ring is not None else 1
+        records_off = ring.records_off if ring is not None else 0
+        pack_record = fmt.RECORD.pack_into
+        pack_push = fmt.STACK_PUSH.pack_into
+        pack_u32 = fmt.U32.pack_into
+        fd = stream.fd if stream is not None else -1
+        write = os.write
+        names = self.stream_names
+        words, indent = _WORDS, _INDENT
+
+        def emit(kind: int, code_id: int, st: ThreadState | None = None) -> None:
+            if st is None:
+                st = states_get(get_ident())
+                if st is None:
+                    st = new_thread()
+            d = st.depth
+            if is_enter[kind]:
+                st.depth = d + 1
+                if d < st.limit:
+                    pack_push(buf, st.stack_off + 4 * d, code_id, 0)
+            else:
+                if d == 0:
+                    return  # leaving a frame that was open before tracing saw this thread
+                d -= 1
+                st.depth = d
+                if d < st.limit:
+                    pack_u32(buf, st.stack_off + 4 * d, 0)
+            n = next_seq()
+            count = st.count
+            st.count = count + 1
+            t = clock() - t0
+            if buf is not None:
+                pack_record(buf, records_off + (n % capacity) * 32, n, t, code_id, d, kind, st.index,
+                            count & 0xFFFFFFFF, n & 0xFFFFFFFF)
+            if fd >= 0:
+                write(fd, f"{t / 1e9:.6f} {st.index} {d} {words[kind]} "
+                          f"{indent[d if d < MAX_INDENT else MAX_INDENT]}{names[code_id]}\n".encode())
+
+        return emit
+
+    def make_c_hooks(self, emit: Callable[..., None]) -> tuple[Callable, Callable]:
+        """c_call(code_id, fn) and c_return(fn): C calls are matched by identity so that stray returns are ignored."""
+        states_get = self.states.get
+        get_ident = threading.get_ident
+        new_thread = self.new_thread
+
+        def c_call(code_id: int, fn: object) -> None:
+            st = states_get(get_ident()) or new_thread()
+            st.cstack.append((fn, code_id))
+            emit(C_CALL, code_id, st)
+
+        def c_return(fn: object) -> None:
+            st = states_get(get_ident())
+            if st is not None and st.cstack and st.cstack[-1][0] is fn:
+                emit(C_RETURN, st.cstack.pop()[1], st)
+
+        return c_call, c_return
+
+
+def describe_meta(identity: dict, config: dict, backend: str, t0_wall_ns: int, t0_mono_ns: int) -> dict:
+    """The header both file formats carry: who wrote it, with which settings, and the clock base."""
+    return {
+        "identity": identity, "config": config, "backend": backend, "t0_wall_ns": t0_wall_ns,
+        "t0_mono_ns": t0_mono_ns, "python": sys.version.split()[0], "format": "hangdoctor-trace",
+    }
+

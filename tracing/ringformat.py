@@ -1,0 +1,82 @@
+"""The flight-recorder file: a fixed-size MAP_SHARED mapping that survives SIGKILL and can be read while a rank hangs.
+
+Layout (all integers little-endian; docs/tracing.md has the same table):
+
+    offset 0        header, 4096 bytes: fixed fields, then mutable fields at 128, then identity JSON at 512
+    strings_off     string table: entries (u32 code_id, u32 length, UTF-8 payload padded to 4 bytes)
+    threads_off     max_threads slots: u64 ident, u32 native_id, u32 flags, 48-byte name, then the open-frame
+                    stack, u32 code ids (outermost first) ending at the first 0
+    records_off     capacity records of 32 bytes: event seq lives in slot seq % capacity
+
+A record is `<QqIHBBII`: seq, t_ns since t0, code_id, depth, kind, thread slot, thread_seq, seq & 0xffffffff.
+A reader accepts a record only if its two seq copies agree, it sits in slot seq % capacity and its kind is known;
+the newest accepted record is the last complete event. Each write is one memcpy into the shared pages, so what a
+killed process wrote before its last instruction is in the page cache, whatever happens to the process.
+
+Order of writes, so that a reader never sees a reference before its target:
+- a string entry is written, then `strings_end` moves past it, then the first event that uses the code id;
+- a thread slot is filled, then its flags get the "used" bit;
+- on a call the stack slot is written (code id, then a 0 terminator) before the record; on a return the
+  slot is zeroed before the record.
+"""
+
+from __future__ import annotations
+
+import struct
+
+MAGIC = b"HDTRACE\x01"
+VERSION = 1
+HEADER_SIZE = 4096
+RECORD = struct.Struct("<QqIHBBII")
+RECORD_SIZE = RECORD.size  # 32
+assert RECORD_SIZE == 32
+
+# Fixed header fields, written once at creation.
+FIXED = struct.Struct("<8sIIII QQ QIII I Q qq I")
+FIXED_FIELDS = (
+    "magic", "version", "header_size", "record_size", "capacity",
+    "strings_off", "strings_size",
+    "threads_off", "max_threads", "max_depth", "thread_slot_size",
+    "reserved",
+    "records_off",
+    "t0_wall_ns", "t0_mono_ns",
+    "meta_len",
+)
+assert FIXED.size <= 128
+
+# Mutable header fields, each updated by one aligned write.
+STRINGS_END = struct.Struct("<Q")
+STRINGS_END_AT = 128
+STATE = struct.Struct("<IIqi")  # state, flags, state_wall_ns, exit_code
+STATE_AT = 136
+NO_EXIT_CODE = -(2**31)
+META_AT = 512
+META_MAX = HEADER_SIZE - META_AT
+
+FLAG_STRINGS_FULL = 1
+FLAG_THREADS_FULL = 2
+
+THREAD_HEAD = struct.Struct("<QII48s")  # ident, native_id, flags, name
+THREAD_USED = 1
+THREAD_MAIN = 2
+THREAD_FLAGS_AT = 12  # offset of flags inside a slot
+U32 = struct.Struct("<I")
+STACK_PUSH = struct.Struct("<II")  # code id and the 0 terminator after it
+
+STRING_HEAD = struct.Struct("<II")  # code_id, payload length
+FIELD_SEP = "\t"
+
+
+def thread_slot_size(max_depth: int) -> int:
+    size = THREAD_HEAD.size + U32.size * (max_depth + 1)
+    return (size + 7) // 8 * 8
+
+
+def encode_location(module: str, qualname: str, filename: str, lineno: int, is_c: bool) -> bytes:
+    fields = (module, qualname, filename, str(lineno), "c" if is_c else "py")
+    return FIELD_SEP.join(f.replace(FIELD_SEP, " ") for f in fields).encode("utf-8", "replace")
+
+
+def decode_location(payload: bytes) -> tuple[str, str, str, int, bool]:
+    module, qualname, filename, lineno, kind = payload.decode("utf-8", "replace").split(FIELD_SEP)
+    return module, qualname, filename, int(lineno), kind == "c"
