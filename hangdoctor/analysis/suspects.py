@@ -25,12 +25,12 @@ from topology import ParallelDims, fold_ranks
 
 UNRESPONSIVE_REASONS = {
     STOPPED: "stopped (state T): SIGSTOPped or held by a debugger; it cannot progress until it gets SIGCONT",
-    D_STATE: "in uninterruptible sleep (state D): blocked in the kernel (filesystem, driver, device)",
-    TIMEOUT: "py-spy did not answer in time: the process may be stuck in the kernel or the machine overloaded",
-    GONE: "exited during collection",
-    NOT_PYTHON: "py-spy found no Python interpreter in it",
+    D_STATE: "in D state (uninterruptible sleep): blocked in the kernel (filesystem, driver, device)",
+    TIMEOUT: "timed out: py-spy did not answer in time (stuck in the kernel, or the machine overloaded)",
+    GONE: "gone: it exited during collection",
+    NOT_PYTHON: "not Python: py-spy found no Python interpreter in it",
     ERROR: "py-spy failed on it",
-    MISSING: "not found by any collector: it exited before collection, or its node did not answer",
+    MISSING: "missing: no collector found it (it exited before collection, or its node did not answer)",
 }
 
 
@@ -95,14 +95,13 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
     if anchor is not None:
         for place in others:
             if place.in_collective:
-                reason = f"waits in {place.position}, not in {anchor.position} where {_ranks(anchor, dims)} wait"
+                reason = f"waits in {place.position} instead of {anchor.position}"
                 kind = "other-call"
             else:
-                reason = f"outside any collective ({place.position.split(', in ', 1)[-1]}) while " \
-                         f"{_ranks(anchor, dims)} wait in {anchor.position}"
+                reason = f"{place.position} while {_who(anchor, dims)} wait in {anchor.position}"
                 kind = "outside"
             if _moving(place):
-                reason += "; its stack changed between samples: progressing (a straggler, slow but not hung)"
+                reason += "; progressing: its stack changed between samples (a straggler, slow but not hung)"
                 kind = "straggler"
             elif place.progress.get(STUCK):
                 reason += "; its stack did not change between samples"
@@ -111,20 +110,20 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
         slow = [p for p in others if _moving(p)]
         if never:
             ranks = sorted(r for p in never for r in p.ranks)
-            detail = "; ".join(f"{_who(p, dims)} {'wait in' if p.in_collective else 'sit'} "
-                               f"{p.position if p.in_collective else p.position.split(', ', 1)[-1]}" for p in never)
-            hints.append(f"{_who(anchor, dims)} wait in {anchor.position} that {_who_ranks(ranks, dims)} never "
-                         f"entered ({detail})")
+            detail = "; ".join(f"{_who(p, dims)} {_verb(p.ranks, 'waits', 'wait')} in {p.position}" if p.in_collective
+                               else f"{_who(p, dims)} {_verb(p.ranks, 'is', 'are')} {p.position}" for p in never)
+            hints.append(f"{_who(anchor, dims)} {_verb(anchor.ranks, 'waits', 'wait')} in {anchor.position} that "
+                         f"{_who_ranks(ranks, dims)} never entered ({detail})")
         for place in slow:
-            hints.append(f"{_who(anchor, dims)} wait in {anchor.position} for {_who(place, dims)}, which "
-                         f"is still progressing (a straggler, not a hang)")
+            hints.append(f"{_who(anchor, dims)} {_verb(anchor.ranks, 'waits', 'wait')} in {anchor.position} for "
+                         f"{_who(place, dims)}, still progressing (a straggler, not a hang)")
         if not others and len(places) == 1:
             hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, the collective "
                          f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks")
     elif len(places) > 1:
         majority = places[0]
         for place in places[1:]:
-            reason = f"{place.position}, apart from the majority ({_ranks(majority, dims)}: {majority.position})"
+            reason = f"{place.position}, apart from the majority ({_who(majority, dims)}: {majority.position})"
             kind = "straggler" if _moving(place) else "minority"
             if kind == "straggler":
                 reason += "; progressing"
@@ -149,8 +148,8 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
     return suspects, hints
 
 
-def _ranks(place: Place, dims: ParallelDims | None) -> str:
-    return _who_ranks(place.ranks, dims)
+def _verb(ranks: list[int], one: str, many: str) -> str:
+    return one if len(ranks) == 1 else many
 
 
 def _who(place: Place, dims: ParallelDims | None) -> str:

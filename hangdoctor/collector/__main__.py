@@ -14,7 +14,10 @@ import shutil
 import sys
 import time
 
-from hangdoctor.collector import node
+if __package__ in (None, ""):  # started by file path on a node: make `hangdoctor` importable from here
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from hangdoctor.collector import node  # noqa: E402
 
 
 def parse_match(items: list) -> dict:

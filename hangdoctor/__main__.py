@@ -1,0 +1,5 @@
+import sys
+
+from hangdoctor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,57 @@
+"""`hangdoctor VERB ...`: the command line. `main(argv) -> int` catches the one `CommandError` here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rich.console import Console
+
+from hangdoctor import __version__
+from hangdoctor.commands import COMMANDS
+from hangdoctor.errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_USAGE, CommandError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and exit code 2, as everywhere else
+        self.exit(EXIT_USAGE, f"Error: {message}\nHint: see `{self.prog} --help`\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hangdoctor", description="Collect every rank's stack from a hung distributed job and "
+                     "say who is stuck where.", epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"hangdoctor {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    for verb, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        doc = (module.__doc__ or "").strip()
+        sub = verbs.add_parser(verb, help=doc.splitlines()[0] if doc else verb, description=doc,
+                               epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.prepare_parser(sub)
+        sub.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "verb", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    out = out or Console(highlight=False, soft_wrap=False)
+    err = err or Console(stderr=True, highlight=False)
+    try:
+        return args._module.run(args, out, err)
+    except CommandError as exc:
+        err.print(f"Error: {exc.message}", markup=False, highlight=False, soft_wrap=True)
+        if exc.hint:
+            err.print(f"Hint: {exc.hint}", markup=False, highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("Error: interrupted", markup=False)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Analyse dumps offline: a folder written by `attach`, collector node files, or py-spy JSON/text dumps.
+
+    hangdoctor analyze hangdoctor-1234-20240101-120000/
+    hangdoctor analyze trace-*.out --tp 8 --pp 10 --world-size 320     # the seed's concatenated py-spy dumps
+
+Text dumps carry no rank: ranks are then assumed from node order and --local_rank in the argv (or reading
+order), and a warning says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from hangdoctor.analysis.verdict import diagnose
+from hangdoctor.commands.common import add_output_flags, add_topology_flags, show, topology_flags
+from hangdoctor.errors import EXIT_NOT_FOUND, CommandError
+from hangdoctor.formats.load import InputError, load_paths
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", type=Path, metavar="FOLDER|FILE",
+                        help="output folder of `attach`, node .json files, py-spy --json or text dumps")
+    add_topology_flags(parser)
+    add_output_flags(parser)
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    flags = topology_flags(args)
+    try:
+        collection = load_paths(args.paths, flags)
+    except InputError as exc:
+        raise CommandError(str(exc), "pass an attach output folder, node .json files or py-spy dumps",
+                           EXIT_NOT_FOUND) from None
+    if not collection.records:
+        raise CommandError("no rank in the input: the collector found no process of the job",
+                           "check the job was running when the dumps were taken", EXIT_NOT_FOUND)
+    return show(diagnose(collection), args, out, err)

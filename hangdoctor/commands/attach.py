@@ -1,0 +1,201 @@
+"""Attach to a running job, dump every rank's stack with py-spy, and say who is stuck where.
+
+    hangdoctor attach --jobid 1234                      # SLURM: one extra `srun --overlap` step, one collector per node
+    hangdoctor attach --local                           # the torchrun job on this machine (--run-id when several)
+    hangdoctor attach --pid 4242 4243                   # given processes
+    hangdoctor attach --hostfile hostfile --match MASTER_PORT=29500   # pdsh, without SLURM
+    hangdoctor attach --local --samples 3 --interval 2  # unchanged stacks = stuck, changing = progressing
+
+The job's ranks are found through their environment (/proc/PID/environ), never by `grep python`, and are
+never sent a signal. Everything is bounded by --timeout: a dead node, a stopped rank or a hanging py-spy
+gives a partial report that says so. Raw outputs are kept in --out (default ./hangdoctor-<job>-<time>/):
+`nodes/<node>.json` (py-spy's output verbatim, /proc state, CPU use), `report.json`, `report.html`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from hangdoctor.analysis.verdict import diagnose, ptrace_hint
+from hangdoctor.commands.common import add_output_flags, add_topology_flags, show, topology_flags, write_text
+from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.formats.load import collection_from_docs
+from hangdoctor.model import PTRACE_DENIED
+from hangdoctor.render.html import render_html
+from hangdoctor.render.jsonout import verdict_to_dict
+from hangdoctor.sources import CollectOptions, Gathered
+from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
+
+
+def pid_list(text: str) -> list[int]:
+    try:
+        pids = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: PIDs are integers, e.g. 4242 or 4242,4243") from None
+    if not pids or any(p < 1 for p in pids):
+        raise argparse.ArgumentTypeError(f"{text!r}: PIDs are positive integers")
+    return pids
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    target = parser.add_argument_group("what to attach to (one of)").add_mutually_exclusive_group(required=True)
+    target.add_argument("--jobid", metavar="N", help="a running SLURM job (run as its owner)")
+    target.add_argument("--local", action="store_true", help="the torchrun job on this machine")
+    target.add_argument("--pid", type=pid_list, action="append", metavar="PID", nargs="+",
+                        help="these processes (space- or comma-separated)")
+    target.add_argument("--hostfile", type=Path, metavar="FILE", help="every host of a pdsh/DeepSpeed hostfile")
+    select = parser.add_argument_group("selecting the job's processes")
+    select.add_argument("--run-id", help="with --local: the torchrun run id (TORCHELASTIC_RUN_ID) to attach to")
+    select.add_argument("--match", action="append", default=[], metavar="KEY[=VALUE]",
+                        help="with --local or --hostfile: an environment variable the ranks carry, e.g. "
+                             "MASTER_PORT=29500 (repeatable; --hostfile defaults to RANK)")
+    select.add_argument("--rcmd", default="ssh", help="with --hostfile: pdsh's remote command module (default ssh)")
+    sampling = parser.add_argument_group("sampling")
+    sampling.add_argument("--samples", type=int, default=1, help="samples per rank (default 1)")
+    sampling.add_argument("--interval", type=positive_float, default=1.0, help="seconds between samples (default 1)")
+    sampling.add_argument("--native", action="store_true", help="include C/C++ frames (py-spy --native)")
+    sampling.add_argument("--nonblocking", action="store_true",
+                          help="read stacks without pausing the ranks (py-spy --nonblocking; may be inconsistent)")
+    sampling.add_argument("--timeout", type=positive_float, default=60.0,
+                          help="bound on the whole collection, in seconds (default 60)")
+    sampling.add_argument("--dump-timeout", type=positive_float, default=10.0,
+                          help="bound on each py-spy dump, in seconds (default 10)")
+    sampling.add_argument("--py-spy", dest="py_spy", help="py-spy executable (default: on PATH or next to Python)")
+    sampling.add_argument("--python", help="Python that runs the collector on the nodes (default: this one)")
+    parser.add_argument("--out", type=Path, help="folder for raw outputs and reports (default ./hangdoctor-<job>-<time>)")
+    add_topology_flags(parser)
+    add_output_flags(parser)
+
+
+def parse_match(items: list[str]) -> dict:
+    match = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            raise CommandError(f"--match {item!r}: expected KEY or KEY=VALUE", "e.g. --match MASTER_PORT=29500",
+                               EXIT_USAGE)
+        match[key] = value if sep else None
+    return match
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.pid:  # [[[1, 2], [3]], ...] from repeated --pid with several values each
+        args.pid = [pid for group in args.pid for pids in group for pid in pids]
+    if args.samples < 1:
+        raise CommandError("--samples must be at least 1", "e.g. --samples 3 --interval 2", EXIT_USAGE)
+    needed = (args.samples - 1) * args.interval
+    if needed >= args.timeout:
+        raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} needs {needed:g}s, more than "
+                           f"--timeout {args.timeout:g}", f"raise --timeout above {needed + 10:g}", EXIT_USAGE)
+    if args.run_id and not args.local:
+        raise CommandError("--run-id goes with --local", "hangdoctor attach --local --run-id ID", EXIT_USAGE)
+    if args.match and not (args.local or args.hostfile):
+        raise CommandError("--match goes with --local or --hostfile", "e.g. --local --match MASTER_PORT=29500",
+                           EXIT_USAGE)
+
+
+def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> Gathered:
+    if args.jobid:
+        from hangdoctor.sources.slurm_job import collect_slurm_job
+        with _spinner(err, f"collecting from SLURM job {args.jobid} (one srun step)"):
+            return collect_slurm_job(options, args.jobid, python=args.python)
+    if args.hostfile:
+        from hangdoctor.sources.pdsh import collect_hostfile
+        with _spinner(err, f"collecting from the hosts of {args.hostfile} over pdsh"):
+            return collect_hostfile(options, args.hostfile, match=parse_match(args.match) or {"RANK": None},
+                                    rcmd=args.rcmd, **({"python": args.python} if args.python else {}))
+    from hangdoctor.sources import local
+    with Progress(SpinnerColumn(), TextColumn("dumping stacks"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("dump", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        if args.pid:
+            return local.collect_pids(options, args.pid, progress)
+        if args.match:
+            return local.collect_matching(options, parse_match(args.match), progress)
+        return local.collect_torchrun(options, args.run_id, progress)
+
+
+class _spinner:
+    def __init__(self, err: Console, text: str):
+        self.progress = Progress(SpinnerColumn(), TextColumn(text), TimeElapsedColumn(), console=err, transient=True)
+
+    def __enter__(self):
+        self.progress.__enter__()
+        self.progress.add_task("collect", total=None)
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+
+def default_out(args: argparse.Namespace) -> Path:
+    label = f"job{args.jobid}" if args.jobid else "local" if args.local else "pids" if args.pid else "hosts"
+    return Path(f"hangdoctor-{label}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def save_docs(out: Path, gathered: Gathered) -> None:
+    """Keep every node's raw output before anything else can fail."""
+    folder = out / "nodes"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for doc in gathered.docs:
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(doc.get("node") or "node"))
+            (folder / f"{name}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    except OSError as exc:
+        raise CommandError(f"cannot write raw outputs to {out}: {exc.strerror or exc}", "pass --out to a writable "
+                           "folder", EXIT_USAGE) from None
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    check_args(args)
+    flags = topology_flags(args)
+    options = CollectOptions(pyspy=find_pyspy(args.py_spy), samples=args.samples, interval=args.interval,
+                             native=args.native, nonblocking=args.nonblocking,
+                             dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
+    gathered = gather(args, options, err)
+    folder = args.out or default_out(args)
+    save_docs(folder, gathered)
+    missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == "pyspy-missing"]
+    if missing_pyspy and len(missing_pyspy) == len(gathered.docs):
+        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}", MISSING_HINT,
+                           EXIT_ENVIRONMENT)
+    collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
+                                      interval=args.interval if args.samples > 1 else 0.0,
+                                      warnings=gathered.warnings, failed_nodes=gathered.failed)
+    if not collection.records:
+        skipped = sum(len(d.get("skipped") or []) for d in gathered.docs)
+        raise CommandError(f"no rank of {gathered.source} found" + (f" ({skipped} launcher processes set aside)"
+                           if skipped else ""), "check that the job is running and that you are its owner; "
+                           f"node reports are in {folder}/nodes", EXIT_NOT_FOUND)
+    verdict = diagnose(collection)
+    write_text(folder / "report.json", json.dumps(verdict_to_dict(verdict), indent=1) + "\n")
+    write_text(folder / "report.html", render_html(verdict))
+    denied = verdict.unresponsive.get(PTRACE_DENIED, [])
+    if denied and len(denied) == len(verdict.views):
+        raise CommandError(f"ptrace denied for all {len(denied)} ranks: py-spy may not read them",
+                           ptrace_hint(len(denied)),
+                           EXIT_ENVIRONMENT)
+    code = show(verdict, args, out, err)
+    err.print(f"Raw outputs and reports: {folder}/", markup=False, highlight=False)
+    return code

@@ -1,0 +1,83 @@
+"""Flags and steps that `attach` and `analyze` share: topology, output formats, showing a verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from hangdoctor.analysis.verdict import Verdict
+from hangdoctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
+from hangdoctor.identity import TopologyFlags
+from hangdoctor.render.html import render_html, render_svg
+from hangdoctor.render.jsonout import verdict_to_dict
+from hangdoctor.render.terminal import render_verdict
+from topology import DEFAULT_ORDER, parse_order
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def add_topology_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("topology (default: from the ranks' argv and WORLD_SIZE)")
+    group.add_argument("--tp", type=positive_int, help="tensor-parallel size")
+    group.add_argument("--pp", type=positive_int, help="pipeline-parallel size")
+    group.add_argument("--dp", type=positive_int, help="data-parallel size (default: world / (tp x pp))")
+    group.add_argument("--order", default=DEFAULT_ORDER,
+                       help=f"rank order, fastest-varying axis first (default {DEFAULT_ORDER}, Megatron's)")
+    group.add_argument("--world-size", type=positive_int, help="number of ranks expected (default: WORLD_SIZE)")
+
+
+def topology_flags(args: argparse.Namespace) -> TopologyFlags:
+    try:
+        parse_order(args.order)
+    except ValueError as exc:
+        raise CommandError(str(exc), "e.g. --order tp-dp-pp", EXIT_USAGE) from None
+    return TopologyFlags(tp=args.tp, pp=args.pp, dp=args.dp, order=args.order, world_size=args.world_size)
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument("--json", action="store_true", help="print the verdict as JSON (the same data as the report)")
+    group.add_argument("--html", type=Path, metavar="FILE", help="also write the report with the merged tree as "
+                       "a self-contained HTML page")
+    group.add_argument("--svg", type=Path, metavar="FILE", help="also write the merged tree as an SVG picture")
+    group.add_argument("--max-classes", type=positive_int, default=8, help="classes shown in detail (default 8)")
+
+
+def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Print the verdict (report or JSON) on stdout, warnings on stderr, write pictures; return the exit code."""
+    for warning in verdict.warnings:
+        err.print(f"Warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    if args.json:
+        out.file.write(json.dumps(verdict_to_dict(verdict), indent=1) + "\n")  # raw: never wrapped or coloured
+        out.file.flush()
+    else:
+        render_verdict(verdict, out, max_classes=args.max_classes)
+    for path, render in ((args.html, render_html), (args.svg, render_svg)):
+        if path is not None:
+            write_text(path, render(verdict))
+            err.print(f"Wrote {path}", markup=False, highlight=False)
+    return exit_code(verdict)
+
+
+def exit_code(verdict: Verdict) -> int:
+    complete = not verdict.missing and not verdict.unresponsive and len(verdict.responded) >= verdict.expected
+    return EXIT_OK if complete else EXIT_PARTIAL
+
+
+def write_text(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", "choose another path", EXIT_USAGE) from None

@@ -1,0 +1,91 @@
+"""The verdict as plain JSON-able data: the same fields the terminal report and the HTML page show."""
+
+from __future__ import annotations
+
+from hangdoctor.analysis.tree import TreeNode
+from hangdoctor.analysis.verdict import Verdict
+from hangdoctor.analysis.waits import Wait
+from hangdoctor.model import Frame
+from topology import fold_ranks
+
+FORMAT = "hangdoctor-verdict/1"
+
+
+def frame_dict(frame: Frame) -> dict:
+    return {"name": frame.name, "file": frame.file, "line": frame.line, "native": frame.native}
+
+
+def wait_dict(wait: Wait | None) -> dict | None:
+    if wait is None:
+        return None
+    return {"op": wait.op, "kind": wait.kind, "label": wait.label, "call": frame_dict(wait.call),
+            "caller": frame_dict(wait.caller) if wait.caller else None}
+
+
+def ranks_dict(ranks: list[int]) -> dict:
+    return {"count": len(ranks), "folded": fold_ranks(ranks), "ranks": list(ranks)}
+
+
+def tree_dict(root: TreeNode) -> dict:
+    """Nested nodes; built without recursion (stacks can be thousands of frames deep)."""
+    def one(node: TreeNode) -> dict:
+        return {"frame": frame_dict(node.frame) if node.frame else None, "note": node.note,
+                "ranks": fold_ranks(node.ranks), "count": len(node.ranks), "ends": fold_ranks(node.ends),
+                "children": []}
+
+    result = one(root)
+    todo = [(root, result)]
+    while todo:
+        node, out = todo.pop()
+        for child in node.children:
+            child_out = one(child)
+            out["children"].append(child_out)
+            todo.append((child, child_out))
+    return result
+
+
+def verdict_to_dict(verdict: Verdict) -> dict:
+    dims = verdict.dims
+    class_of = {rank: cls.id for cls in verdict.classes for rank in cls.ranks}
+    return {
+        "format": FORMAT,
+        "headline": verdict.headline,
+        "hung": verdict.hung,
+        "source": verdict.source,
+        "samples": verdict.samples,
+        "interval": verdict.interval,
+        "topology": None if dims is None else {"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": dims.order,
+                                               "source": verdict.dims_source},
+        "expected": verdict.expected,
+        "responded": ranks_dict(verdict.responded),
+        "unresponsive": {status: ranks_dict(ranks) for status, ranks in verdict.unresponsive.items()},
+        "missing": ranks_dict(verdict.missing),
+        "places": [
+            {"position": p.position, "wait": wait_dict(p.wait), "where": p.where, "hosts": p.hosts,
+             "progress": p.progress, **ranks_dict(p.ranks)}
+            for p in verdict.places
+        ],
+        "suspects": [{"kind": s.kind, "reason": s.reason, "where": s.where, **ranks_dict(s.ranks)}
+                     for s in verdict.suspects],
+        "hints": verdict.hints,
+        "warnings": verdict.warnings,
+        "classes": [
+            {"id": c.id, "majority": c.majority, "status": c.status, "position": c.position, "where": c.where,
+             "hosts": c.hosts, "progress": c.progress, "states": c.states, "cpu_percent": c.cpu_percent,
+             "wait": wait_dict(c.wait), "stack": [frame_dict(f) for f in c.stack], **ranks_dict(c.ranks)}
+            for c in verdict.classes
+        ],
+        "nodes": [{"name": n.name, "ok": n.ok, "error": n.error, "ranks_found": n.ranks_found,
+                   "skipped": n.skipped, "seconds": round(n.seconds, 3)} for n in verdict.nodes],
+        "ranks": [
+            {"rank": v.rank, "host": v.identity.host, "pid": v.identity.pid, "local_rank": v.identity.local_rank,
+             "rank_source": v.identity.rank_source,
+             "coords": None if v.identity.coords is None else
+             {"dp": v.identity.coords.dp, "pp": v.identity.coords.pp, "tp": v.identity.coords.tp},
+             "status": v.status, "state": v.state, "cpu_percent": v.cpu_percent, "progress": v.progress,
+             "position": v.position, "class": class_of.get(v.rank), "error": v.error,
+             "samples": v.samples, "answered": v.answered}
+            for v in sorted(verdict.views.values(), key=lambda v: v.rank)
+        ],
+        "tree": tree_dict(verdict.tree),
+    }

@@ -1,0 +1,145 @@
+"""The verdict on a terminal (rich): the verdict itself, the merged tree, then a table per class.
+
+Takes a Console, so tests render into `Console(file=io.StringIO(), width=100)` and read the text.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from hangdoctor.analysis.classes import RankClass, progress_word, where
+from hangdoctor.analysis.suspects import UNRESPONSIVE_REASONS
+from hangdoctor.analysis.verdict import Verdict
+from hangdoctor.identity import natural_key
+from hangdoctor.render.text import PALETTE, box_frames, run_lines, stack_lines
+from topology import fold_ranks
+
+
+def folded(ranks: list[int], limit: int = 60) -> str:
+    text = fold_ranks(ranks)
+    return text if len(text) <= limit else text[: limit - 1].rsplit(",", 1)[0] + ",…"
+
+
+def rank_word(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {folded(ranks)}"
+
+
+def class_colour(cls: RankClass) -> str:
+    return PALETTE[(cls.id - 1) % len(PALETTE)]
+
+
+def header(verdict: Verdict) -> Text:
+    dims = verdict.dims
+    topo = f"{dims.describe()} [{verdict.dims_source}]" if dims else "topology unknown"
+    sampling = (f"{verdict.samples} samples {verdict.interval:g}s apart" if verdict.samples > 1 else "1 sample")
+    return Text(f"hangdoctor · {verdict.source} · {topo} · {sampling}", style="dim")
+
+
+def verdict_panel(verdict: Verdict) -> Panel:
+    style = {True: "bold red", False: "bold green", None: "bold yellow"}[verdict.hung]
+    lines: list[Text] = [Text(verdict.headline, style=style), Text("")]
+    if verdict.places:
+        lines.append(Text("Who is where", style="bold"))
+        for place in verdict.places:
+            state = progress_word(place.progress)
+            verb = ("waits in" if len(place.ranks) == 1 else "wait in") if place.in_collective else \
+                ("is" if len(place.ranks) == 1 else "are")
+            lines.append(Text.assemble(
+                ("  " + rank_word(place.ranks), "bold"), f"  {place.where}  ", (f"{verb} {place.position}", "cyan"),
+                (f"  [{state}]", "red" if state == "stuck" else "green" if state == "progressing" else "yellow")))
+    silent = dict(verdict.unresponsive)
+    if verdict.missing:
+        silent["missing"] = verdict.missing
+    if silent:
+        lines.append(Text(f"Did not respond ({len(verdict.responded)}/{verdict.expected} responded)", style="bold"))
+        for status, ranks in silent.items():
+            hosts = sorted({verdict.views[r].identity.host for r in ranks if r in verdict.views}, key=natural_key)
+            on = f" on {', '.join(hosts[:4])}{', …' if len(hosts) > 4 else ''}" if hosts else ""
+            lines.append(Text.assemble(("  " + rank_word(ranks), "bold"), f"  {where(ranks, verdict.dims)}{on}: ",
+                                       (UNRESPONSIVE_REASONS.get(status, status), "red")))
+    if verdict.suspects:
+        lines.append(Text("Suspects", style="bold"))
+        for suspect in verdict.suspects:
+            lines.append(Text.assemble(("  " + rank_word(suspect.ranks), "bold red"), f"  {suspect.where}: ",
+                                       suspect.reason))
+    if verdict.hints:
+        lines.append(Text("Hints", style="bold"))
+        lines.extend(Text("  " + hint, style="yellow") for hint in verdict.hints)
+    return Panel(Group(*lines), title="verdict", title_align="left", border_style=style.split()[-1])
+
+
+def merged_tree(verdict: Verdict) -> Tree:
+    colour_of = {rank: class_colour(cls) for cls in verdict.classes for rank in cls.ranks}
+    class_of = {rank: cls.id for cls in verdict.classes for rank in cls.ranks}
+    root = verdict.tree
+    tree = Tree(Text(f"merged stacks of {len(root.ranks)} ranks (outermost frame first)", style="bold"))
+    todo = [(child, tree) for child in reversed(root.children)]
+    while todo:
+        node, parent = todo.pop()
+        if node.frame is None:  # ranks without a stack
+            parent.add(Text.assemble((f"[{len(node.ranks)}] {folded(node.ranks)}", "bold red"), f"  {node.note}"))
+            continue
+        frames, last = box_frames(node)
+        label = Text.assemble((f"[{len(node.ranks)}] {folded(node.ranks)}", "bold " + colour_of.get(node.ranks[0], "")))
+        for line in run_lines(frames):
+            label.append("\n" + line)
+        if last.ends:
+            ids = sorted({class_of[r] for r in last.ends if r in class_of})
+            label.append(f"\n⮑ class {', '.join(map(str, ids))}: {rank_word(last.ends)}",
+                         style=colour_of.get(last.ends[0], ""))
+        branch = parent.add(label)
+        todo.extend((child, branch) for child in reversed(last.children))
+    return tree
+
+
+def class_table(cls: RankClass, verdict: Verdict, max_nodes: int) -> Group:
+    views = verdict.views
+    state = progress_word(cls.progress)
+    title = Text.assemble(
+        (f"class {cls.id}", "bold " + class_colour(cls)), " · majority" if cls.majority else "",
+        f" · {len(cls.ranks)} rank{'s' if len(cls.ranks) != 1 else ''} {folded(cls.ranks)} · ",
+        (cls.status if cls.status != "ok" else state, "bold"), f" · {cls.position}")
+    table = Table(title=title, title_justify="left", expand=False)
+    for column in ("node", "ranks", "coordinates", "pids", "state", "cpu %"):
+        table.add_column(column, overflow="fold")
+    by_host: dict[str, list[int]] = defaultdict(list)
+    for rank in cls.ranks:
+        by_host[views[rank].identity.host if rank in views else "?"].append(rank)
+    hosts = sorted(by_host, key=natural_key)
+    for host in hosts[:max_nodes]:
+        ranks = by_host[host]
+        found = [views[r] for r in ranks if r in views]
+        states = "".join(sorted({v.state for v in found if v.state})) or "-"
+        cpus = [v.cpu_percent for v in found if v.cpu_percent is not None]
+        pids = ",".join(str(v.identity.pid) for v in found[:6]) + (",…" if len(found) > 6 else "")
+        table.add_row(host, folded(ranks, 30), where(ranks, verdict.dims) if verdict.dims else "-", pids or "-",
+                      states, f"{sum(cpus) / len(cpus):.0f}" if cpus else "-")
+    if len(hosts) > max_nodes:
+        table.add_row(f"… {len(hosts) - max_nodes} more nodes", "", "", "", "", "")
+    parts = [table]
+    if cls.stack:
+        parts.append(Text("\n".join("  " + line for line in stack_lines(cls.stack)), style="dim"))
+    else:
+        first = views.get(cls.ranks[0])
+        parts.append(Text(f"  no stack: {first.error if first else cls.status}", style="dim"))
+    return Group(*parts)
+
+
+def render_verdict(verdict: Verdict, console: Console, *, max_classes: int = 8, max_nodes: int = 6) -> None:
+    console.print(header(verdict))
+    console.print(verdict_panel(verdict))
+    console.print(merged_tree(verdict))
+    console.print()
+    for cls in verdict.classes[:max_classes]:
+        console.print(class_table(cls, verdict, max_nodes))
+        console.print()
+    if len(verdict.classes) > max_classes:
+        rest = verdict.classes[max_classes:]
+        console.print(Text(f"… {len(rest)} more classes ({sum(len(c.ranks) for c in rest)} ranks); "
+                           f"--max-classes or --json shows them", style="dim"))

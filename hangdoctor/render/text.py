@@ -1,0 +1,62 @@
+"""Frame and stack text shared by the renderers: readable native names, runs of recursion folded."""
+
+from __future__ import annotations
+
+import re
+
+from hangdoctor.analysis.tree import TreeNode, chains
+from hangdoctor.model import Frame
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+           "#7f7f7f"]
+STATUS_COLOURS = {"stopped": "#b30000", "d-state": "#b30000", "timeout": "#cc6600", "gone": "#666666",
+                  "missing": "#666666", "ptrace-denied": "#999999", "not-python": "#999999", "error": "#999999"}
+
+
+def short_name(name: str, limit: int = 90) -> str:
+    """C++ names without template arguments ("pybind11::cpp_function::initialize<...>" -> "...initialize<…>")."""
+    previous = None
+    while previous != name and len(name) > limit:
+        previous, name = name, _TEMPLATE.sub("<…>", name)
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def frame_text(frame: Frame, limit: int = 90) -> str:
+    where = f"{frame.file}:{frame.line}" if frame.line else frame.file
+    return f"{short_name(frame.name, limit)} ({where})"
+
+
+def runs(frames: list[Frame]) -> list[tuple[Frame, int]]:
+    """Consecutive repeats folded: recursion shows as one frame with a count."""
+    out: list[tuple[Frame, int]] = []
+    for frame in frames:
+        if out and out[-1][0] == frame:
+            out[-1] = (frame, out[-1][1] + 1)
+        else:
+            out.append((frame, 1))
+    return out
+
+
+def run_lines(frames: list[Frame], *, keep_head: int = 2, keep_tail: int = 4, limit: int = 90) -> list[str]:
+    """Lines for a list of frames (outermost first): repeats folded, the middle of a long list elided."""
+    lines = [frame_text(f, limit) + (f" ×{n}" if n > 1 else "") for f, n in runs(frames)]
+    if len(lines) > keep_head + keep_tail + 1:
+        hidden = len(lines) - keep_head - keep_tail
+        lines = lines[:keep_head] + [f"… {hidden} more frames …"] + lines[-keep_tail:]
+    return lines
+
+
+def box_frames(node: TreeNode) -> tuple[list[Frame], TreeNode]:
+    """The frames of the box that starts at `node` (its single-child chain) and the box's last node."""
+    chain = chains(node)
+    return [n.frame for n in chain if n.frame is not None], chain[-1]
+
+
+def stack_lines(stack: tuple[Frame, ...], *, innermost: int = 12, limit: int = 100) -> list[str]:
+    """A class's stack for its table: innermost frames first, repeats folded, the outer rest counted."""
+    folded = runs(list(stack))
+    lines = [frame_text(f, limit) + (f" ×{n}" if n > 1 else "") for f, n in folded[:innermost]]
+    if len(folded) > innermost:
+        lines.append(f"… {len(folded) - innermost} outer frames")
+    return lines

@@ -1,0 +1,77 @@
+"""Collect on this machine, in this process: given PIDs, a torchrun job, or any processes matching an env var.
+
+A torchrun job is found by its workers' environment (TORCHELASTIC_RUN_ID and RANK, as torchrun sets them),
+never by `grep python`. When several torchrun jobs run here, the user picks one with --run-id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from hangdoctor.collector import node, procs
+from hangdoctor.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.sources import CollectOptions, Gathered
+
+RUN_KEY = "TORCHELASTIC_RUN_ID"
+
+
+def torchrun_jobs() -> dict[str, list[int]]:
+    """run id -> worker PIDs of every torchrun job on this machine."""
+    jobs: dict[str, list[int]] = defaultdict(list)
+    for pid in procs.all_pids():
+        env = procs.read_environ(pid)
+        if env and env.get(RUN_KEY) and "RANK" in env:
+            jobs[env[RUN_KEY]].append(pid)
+    return dict(jobs)
+
+
+def pick_torchrun_job(run_id: str | None) -> str:
+    jobs = torchrun_jobs()
+    if run_id is not None:
+        if run_id not in jobs:
+            known = ", ".join(jobs) or "none"
+            raise CommandError(f"no torchrun job with run id {run_id} on this machine (running: {known})",
+                               "list them with `hangdoctor attach --local` and no --run-id", EXIT_NOT_FOUND)
+        return run_id
+    if not jobs:
+        raise CommandError("no torchrun job on this machine: no process has TORCHELASTIC_RUN_ID and RANK in its "
+                           "environment", "for other launchers use --pid PID... or --match KEY=VALUE", EXIT_NOT_FOUND)
+    if len(jobs) > 1:
+        listing = "; ".join(f"{rid} ({len(pids)} ranks, pids {','.join(map(str, sorted(pids)[:4]))}"
+                            f"{',…' if len(pids) > 4 else ''})" for rid, pids in jobs.items())
+        raise CommandError(f"{len(jobs)} torchrun jobs run on this machine: {listing}",
+                           "pick one with --run-id ID", EXIT_USAGE)
+    return next(iter(jobs))
+
+
+def collect_here(options: CollectOptions, *, match: dict | None = None, pids: list[int] | None = None,
+                 source: str, progress=None) -> Gathered:
+    """One node document for this machine, within options.timeout."""
+    doc = node.collect({
+        "pyspy": options.pyspy, "match": match or {}, "pids": pids or [], "samples": options.samples,
+        "interval": options.interval, "native": options.native, "nonblocking": options.nonblocking,
+        "dump_timeout": options.dump_timeout, "deadline": time.time() + options.timeout,
+        "filter_node": False,  # one machine: every matching process is ours, whatever slurmd started it
+    }, progress)
+    return Gathered(source=source, docs=[doc])
+
+
+def collect_torchrun(options: CollectOptions, run_id: str | None, progress=None) -> Gathered:
+    chosen = pick_torchrun_job(run_id)
+    return collect_here(options, match={RUN_KEY: chosen, "RANK": None}, source=f"torchrun job {chosen}",
+                        progress=progress)
+
+
+def collect_pids(options: CollectOptions, pids: list[int], progress=None) -> Gathered:
+    missing = [pid for pid in pids if procs.read_stat(pid) is None]
+    if len(missing) == len(pids):
+        raise CommandError(f"no such process: {', '.join(map(str, missing))}", "check the PIDs with ps",
+                           EXIT_NOT_FOUND)
+    gathered = collect_here(options, pids=pids, source=f"{len(pids)} PIDs", progress=progress)
+    return gathered
+
+
+def collect_matching(options: CollectOptions, match: dict, progress=None) -> Gathered:
+    shown = ",".join(k if v is None else f"{k}={v}" for k, v in match.items())
+    return collect_here(options, match=match, source=f"processes with {shown}", progress=progress)

@@ -1,0 +1,102 @@
+"""Collect over pdsh from the hosts of a hostfile (clusters without SLURM, or without srun access).
+
+    pdsh -R ssh -w host1,host2 PYTHON -m hangdoctor.collector --py-spy PATH --match KEY=VALUE ...
+
+Each host prints one JSON document on one line (pdsh prefixes it with "host: "). pdsh joins the remote
+command into a string for ssh, so every argument we pass is checked to be free of shell metacharacters.
+With `--rcmd exec` pdsh runs the command here with `%h` replaced by each host name (our tests use it; it
+also serves a site whose own wrapper reaches the node, e.g. `--rcmd exec` with a command prefix).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.model import NodeReport
+from hangdoctor.sources import CollectOptions, Gathered
+from hangdoctor.sources.remote import collector_argv
+
+_SAFE = re.compile(r"^[A-Za-z0-9_./:=%+,@-]+$")
+
+
+def read_hostfile(path: Path) -> list[str]:
+    """DeepSpeed/pdsh hostfile: one `host [slots=N]` per line; '#' comments and blank lines ignored."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CommandError(f"cannot read hostfile {path}: {exc.strerror or exc}", "check the path", EXIT_USAGE) from None
+    hosts = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            host = line.split()[0]
+            if not _SAFE.match(host):
+                raise CommandError(f"hostfile {path}: bad host name {host!r}", "one `host slots=N` per line", EXIT_USAGE)
+            if host not in hosts:
+                hosts.append(host)
+    if not hosts:
+        raise CommandError(f"hostfile {path} names no host", "one `host slots=N` per line", EXIT_NOT_FOUND)
+    return hosts
+
+
+def pdsh_argv(hosts: list[str], rcmd: str, command: list[str]) -> list[str]:
+    for arg in command:
+        if not _SAFE.match(arg):
+            raise CommandError(f"argument {arg!r} cannot be passed safely through pdsh",
+                               "use paths and values without spaces or shell characters", EXIT_USAGE)
+    return ["pdsh", "-R", rcmd, "-f", str(min(64, max(1, len(hosts)))), "-w", ",".join(hosts), *command]
+
+
+def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rcmd: str = "ssh",
+                     python: str = sys.executable) -> Gathered:
+    hosts = read_hostfile(hostfile)
+    if shutil.which("pdsh") is None:
+        raise CommandError("pdsh not found on PATH", "install pdsh (e.g. `apt-get install pdsh`) or use --jobid "
+                           "under SLURM", EXIT_ENVIRONMENT)
+    limit = max(1.0, options.timeout - 2.0)  # the collectors stop in time to print what they have
+    command = collector_argv(options, python=python, match=match, time_limit=limit,
+                             node="%h" if rcmd == "exec" else None)
+    argv = pdsh_argv(hosts, rcmd, command)
+    env = dict(os.environ, PDSH_RCMD_TYPE=rcmd)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, errors="replace", env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=options.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # pdsh and our collectors: never the job's processes
+        out, err = proc.communicate()
+    docs = parse_docs(out)
+    answered = {doc.get("node") for doc in docs}
+    failed = []
+    for host in hosts:
+        if host not in answered:
+            said = [line.split(":", 1)[1].strip() for line in err.splitlines() if line.startswith(f"{host}:")]
+            failed.append(NodeReport(name=host, ok=False, error="pdsh: " + ("; ".join(said)[:300] or "no answer")))
+    if not docs and failed:
+        first = failed[0].error
+        raise CommandError(f"pdsh reached no host ({len(hosts)} tried): {first}",
+                           "check that `pdsh -R RCMD -w HOST true` works from here (no sshd? try --rcmd exec)",
+                           EXIT_ENVIRONMENT)
+    return Gathered(source=f"hostfile {hostfile} ({len(hosts)} hosts, pdsh -R {rcmd})", docs=docs, failed=failed)
+
+
+def parse_docs(stdout: str) -> list[dict]:
+    """Collector documents in pdsh's output: one JSON object per line, after an optional "host: " prefix."""
+    docs = []
+    for line in stdout.splitlines():
+        start = line.find('{"format"')
+        if start < 0:
+            continue
+        try:
+            docs.append(json.loads(line[start:]))
+        except ValueError:
+            continue
+    return docs
