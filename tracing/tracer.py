@@ -17,7 +17,7 @@ import threading
 import time
 from types import CodeType
 
-from tracing.backends import Hooks, make_backend, resolve_backend
+from tracing.backends import Hooks, backend_class, resolve_backend
 from tracing.config import TraceConfig
 from tracing.identity import RankIdentity, current_identity
 from tracing.records import EXITED, OPEN, STOPPED, CodeLocation
@@ -40,6 +40,7 @@ class Tracer:
         self.selector = Selector(config.include, config.exclude)
         self.matcher = function_matcher(config.start_at, self.selector.modules) if config.start_at else None
         self.backend_name = resolve_backend(config.backend, config.c_calls)
+        self._backend_class = backend_class(self.backend_name)
         out = os.path.abspath(config.out)
         self.ring_path = os.path.join(out, self.identity.file_name("trace", "ring")) if config.ring else None
         self.stream_path = os.path.join(out, self.identity.file_name("trace", "txt")) if config.stream else None
@@ -68,7 +69,7 @@ class Tracer:
         if self._recorder is None:
             self._open()
         _active = self
-        self._backend = make_backend(self.backend_name, self._hooks())
+        self._backend = self._backend_class(self._hooks())
         if not self._atexit:
             atexit.register(self._at_exit)
             self._atexit = True

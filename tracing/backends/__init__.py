@@ -45,12 +45,13 @@ def resolve_backend(name: str, c_calls: bool) -> str:
     return "setprofile" if c_calls else "settrace"
 
 
-def make_backend(name: str, hooks: Hooks):
+def backend_class(name: str):
+    """Imported when the tracer is created, before `tracing run` points sys.path at the traced program."""
     if name == "monitoring":
         from tracing.backends.monitoring import MonitoringBackend
-        return MonitoringBackend(hooks)
+        return MonitoringBackend
     if name == "settrace":
         from tracing.backends.settrace import SettraceBackend
-        return SettraceBackend(hooks)
+        return SettraceBackend
     from tracing.backends.setprofile import SetprofileBackend
-    return SetprofileBackend(hooks)
+    return SetprofileBackend

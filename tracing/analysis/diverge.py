@@ -1,0 +1,145 @@
+"""`tracing diverge`: the first points where ranks' call sequences part ways.
+
+Each rank's thread (the main thread by default) is a sequence of events (kind, module:qualname), numbered by its
+per-thread sequence number, so the same position means "the n-th event since tracing started" on every rank.
+The comparison starts where every rank still has its events (a ring keeps only the newest ones); a rank whose
+events all end before that point is reported as having stopped early.
+
+From there the ranks form one group; the group is cut at the first position where its members disagree (or
+where some have no more events: they stopped, e.g. blocked in a collective), each branch is followed the same
+way, and every cut is a divergence. Pipeline stages run different code on purpose, so their cut comes first;
+the cuts inside each stage are the interesting ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topology import fold_ranks
+from tracing.records import CodeLocation, Event, RankTrace, ThreadTrace
+
+END = -1  # token of "no more events"
+CONTEXT = 3  # common events shown before a divergence
+AHEAD = 3  # events shown after it, per branch
+_CHUNK = 256
+
+
+@dataclass
+class Branch:
+    ranks: list[int]
+    ranks_text: str
+    events: list[Event]  # the first events of this branch from the divergence on (empty: it stopped)
+    stopped: bool  # no more events: the rank is inside its open frames, or finished
+    open_frames: list[CodeLocation]  # where a stopped branch sits (its first rank)
+
+
+@dataclass
+class Divergence:
+    position: int  # per-thread event number where the branches differ
+    ranks: list[int]  # the group that split
+    ranks_text: str
+    context: list[Event]  # the common events just before (from the first rank of the group)
+    branches: list[Branch]  # largest first
+
+
+@dataclass
+class EarlyStop:
+    rank: int
+    last_position: int
+    open_frames: list[CodeLocation]
+
+
+@dataclass
+class DivergeReport:
+    source: str
+    thread: str
+    ranks: list[int]
+    start: int | None  # first compared position
+    divergences: list[Divergence]
+    early: list[EarlyStop]  # ranks whose events end before the common window
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return not self.divergences and not self.early
+
+
+def _pick_thread(trace: RankTrace, name: str | None) -> ThreadTrace | None:
+    if name is None:
+        return trace.main_thread
+    return next((t for t in trace.threads if t.name == name), None)
+
+
+def _first_difference(a: list[int], b: list[int], start: int) -> int | None:
+    """First position >= start where a and b differ (running out counts as a difference); None if equal."""
+    end = min(len(a), len(b))
+    i = start
+    while i < end:
+        j = min(i + _CHUNK, end)
+        if a[i:j] != b[i:j]:
+            while a[i] == b[i]:
+                i += 1
+            return i
+        i = j
+    return None if len(a) == len(b) else end
+
+
+def diverge_report(source: str, traces: list[RankTrace], thread: str | None = None, limit: int = 20,
+                   warnings: list[str] | None = None) -> DivergeReport:
+    warnings = list(warnings or [])
+    picked: dict[int, ThreadTrace] = {}
+    for trace in traces:
+        chosen = _pick_thread(trace, thread)
+        if chosen is None or not chosen.events:
+            warnings.append(f"rank {trace.identity.rank}: no events in thread {thread or 'main'}; left out")
+            continue
+        picked[trace.identity.rank] = chosen
+    if len(picked) < 2:
+        return DivergeReport(source, thread or "main", sorted(picked), None, [], [], warnings)
+    # The common window: where every remaining rank still has events. Ranks that end before it stopped early.
+    early: list[EarlyStop] = []
+    active = dict(picked)
+    while True:
+        start = max(t.events[0].thread_seq for t in active.values())
+        ended = [r for r, t in active.items() if t.events[-1].thread_seq < start]
+        if not ended or len(ended) == len(active):
+            break
+        for r in ended:
+            t = active.pop(r)
+            early.append(EarlyStop(r, t.events[-1].thread_seq, list(t.open_frames)))
+    tokens: dict[tuple[int, str], int] = {}
+    sequences: dict[int, list[int]] = {}
+    windows: dict[int, list[Event]] = {}
+    for r, t in active.items():
+        events = [e for e in t.events if e.thread_seq >= start]
+        windows[r] = events
+        sequences[r] = [tokens.setdefault((e.kind, e.loc.name), len(tokens)) for e in events]
+    divergences: list[Divergence] = []
+    pending = [(sorted(active), 0)]
+    while pending and len(divergences) < limit:
+        pending.sort(key=lambda item: item[1])
+        group, offset = pending.pop(0)
+        lead = sequences[group[0]]
+        cut = None
+        for r in group[1:]:
+            d = _first_difference(lead, sequences[r], offset)
+            if d is not None and (cut is None or d < cut):
+                cut = d
+        if cut is None:
+            continue
+        parts: dict[int, list[int]] = {}
+        for r in group:
+            seq = sequences[r]
+            parts.setdefault(seq[cut] if cut < len(seq) else END, []).append(r)
+        branches = []
+        for token, members in sorted(parts.items(), key=lambda kv: (-len(kv[1]), kv[1][0])):
+            events = windows[members[0]][cut:cut + AHEAD]
+            branches.append(Branch(members, fold_ranks(members), events, token == END,
+                                   list(picked[members[0]].open_frames) if token == END else []))
+            if token != END and len(members) > 1:
+                pending.append((members, cut + 1))
+        divergences.append(Divergence(start + cut, group, fold_ranks(group),
+                                      windows[group[0]][max(0, cut - CONTEXT):cut], branches))
+    divergences.sort(key=lambda d: d.position)
+    early.sort(key=lambda e: e.rank)
+    return DivergeReport(source, thread or "main", sorted(picked), start, divergences, early, warnings)

@@ -1,0 +1,41 @@
+"""Print shell exports that turn tracing on for every Python process started from this shell, unmodified.
+
+    eval "$(python -m tracing env --include deepspeed,megatron --out /scratch/traces)"
+    srun python pretrain_gpt.py ...        # or torchrun ..., sbatch ... (the variables are inherited)
+
+It sets HANGDOCTOR_TRACE to the settings and puts tracing/sitedir first on PYTHONPATH: the sitecustomize.py
+there starts the tracer in every interpreter that sees HANGDOCTOR_TRACE (and then runs any other sitecustomize
+that was on the path). Launchers (torchrun, python -m tracing) are not traced, nor children that inherit the
+same rank from an already traced process (e.g. multiprocessing spawn workers). `ranks=` in the variable limits
+tracing to some ranks. Undo with: unset HANGDOCTOR_TRACE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+
+from tracing.cli import CommandError
+from tracing.config import ENV_VAR
+from tracing.options import add_trace_options, config_from_args
+
+SITE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sitedir")
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_trace_options(parser)
+    parser.add_argument("--ranks", metavar="RANKS", help="only these ranks trace, e.g. 0-3,8")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args, absolute_out=True)
+        if args.ranks:
+            from dataclasses import replace
+            config = replace(config, ranks=args.ranks)
+    except ValueError as e:
+        raise CommandError(str(e), exit_code=2) from None
+    print(f'export PYTHONPATH={shlex.quote(SITE_DIR)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+    print(f"export {ENV_VAR}={shlex.quote(config.to_env())}")
+    return 0

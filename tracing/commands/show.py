@@ -1,0 +1,40 @@
+"""Print the events of one trace file as text lines, e.g. to read the ring of a rank that was killed.
+
+    python -m tracing show traces/trace-node1-0-4242.ring [--tail N]
+
+Each line: time, thread, kind, the function indented by depth, and its location; then each thread's open frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tracing.cli import CommandError
+from tracing.commands.common import print_warnings
+from tracing.render.text import clock, event_line
+from tracing.tracedir import TraceInputError, read_trace_file
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a trace-*.ring or trace-*.txt file")
+    parser.add_argument("--tail", type=int, metavar="N", help="only the newest N events")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        trace = read_trace_file(args.file, tail=args.tail)
+    except TraceInputError as e:
+        raise CommandError(str(e)) from None
+    print_warnings(trace.warnings)
+    ident = trace.identity
+    print(f"# {ident.label}, {trace.source} file, {trace.state_word}"
+          + (f" (exit code {trace.exit_code})" if trace.exit_code is not None else "")
+          + f", started {clock(trace.start_wall_ns)}, {trace.total_events} events, "
+          f"{trace.dropped_events} no longer in the file")
+    names = {t.index: t.name for t in trace.threads}
+    for e in trace.events:
+        print(f"[{names.get(e.thread, e.thread)}] {event_line(e)}")
+    for t in trace.threads:
+        frames = " > ".join(f.qualname for f in t.open_frames) or "none"
+        print(f"# open frames of {t.name}: {frames}")
+    return 0

@@ -1,0 +1,1 @@
+"""A folder to put first on PYTHONPATH: its sitecustomize.py starts tracing from HANGDOCTOR_TRACE."""
