@@ -1,0 +1,16 @@
+"""SLURM helpers (pure Python, no torch, no hangdoctor): job lookup, steps, node lists, hostfiles, sbatch
+templates, and a real local test cluster.
+
+    slurm.jobs         scontrol show job / squeue as dataclasses; lookup_running_job() with one-line errors
+    slurm.pids         scontrol listpids (rows with task number "-" are helpers, not tasks)
+    slurm.steps        run_step_on_each_node(): ONE `srun --overlap` step, bounded, robust to silent nodes
+    slurm.stepwrap     the per-node task of that step (standard library only)
+    slurm.nodelist     expand_nodelist("gpu[01-04,07]"), compress_nodelist([...])
+    slurm.hostfile     `node slots=N` hostfiles, like the seed's makehostfile
+    slurm.sbatch       render_sbatch(TrainerJob(...)), submit(), wait_until_done()
+    slurm.testcluster  LocalCluster: munged + slurmctld + N slurmd on one machine; `python -m slurm.testcluster`
+    slurm.errors       SlurmError (message + hint) and its kinds
+
+Importing the package imports nothing else: `python -m slurm.stepwrap` starts on every node of a job and must be
+quick.
+"""

@@ -1,0 +1,144 @@
+"""sbatch scripts for the reference trainer, rendered from a topology; submission and a bounded wait.
+
+    job = TrainerJob(dims=ParallelDims(tp=2, pp=2, dp=2), tasks_per_node=4,
+                     trainer_args=["--num-layers", "4", "--hidden-size", "64"], env={"CUDA_LAUNCH_BLOCKING": "1"})
+    script = render_sbatch(job)          # nodes = world / tasks_per_node; MASTER_ADDR from the node list
+    job_id = submit(script, env=cluster.env())
+    final = wait_until_done(job_id, timeout=120, env=cluster.env())
+
+The script runs `srun python -m trainer --tensor-model-parallel-size TP --pipeline-model-parallel-size PP ...`,
+one task per GPU; the trainer reads SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS and MASTER_ADDR/MASTER_PORT.
+MASTER_ADDR is the address SLURM has for the first node of the allocation (its NodeAddr, which is its host
+name on a usual cluster and 127.0.0.1 on the local test cluster). Every value is shell-quoted.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm.errors import SlurmCommandFailed
+from slurm.jobs import Job, show_job
+from slurm.process import run_command
+from topology import ParallelDims
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_OPTION = re.compile(r"^[a-z][a-z0-9-]*$")
+TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                   "BOOT_FAIL", "DEADLINE"}
+
+
+@dataclass(frozen=True)
+class TrainerJob:
+    dims: ParallelDims
+    tasks_per_node: int  # ranks per node: the GPUs of a node
+    trainer_args: tuple[str, ...] | list[str] = ()  # model/run flags after the topology flags
+    env: dict[str, str] = field(default_factory=dict)  # toggles exported before srun, e.g. CUDA_LAUNCH_BLOCKING=1
+    job_name: str = "hangdoctor-trainer"
+    output: str = "%x-%j.out"  # sbatch's --output pattern
+    gpus_per_node: int = 0  # >0 adds --gres=gpu:N
+    time_limit: str | None = None  # e.g. "01:00:00"
+    master_port: int = 6000
+    kill_on_bad_exit: bool = True  # one dead rank ends the step (srun --kill-on-bad-exit)
+    program: tuple[str, ...] | list[str] = ("python", "-m", "trainer")  # tests swap in a small payload
+    sbatch_options: dict[str, str] = field(default_factory=dict)  # e.g. {"partition": "gpu_p5", "account": "six"}
+
+    @property
+    def nodes(self) -> int:
+        return self.dims.world_size // self.tasks_per_node
+
+    def check(self) -> None:
+        world = self.dims.world_size
+        if self.tasks_per_node < 1 or world % self.tasks_per_node:
+            raise ValueError(
+                f"{world} ranks ({self.dims.describe()}) do not fill nodes of {self.tasks_per_node} tasks evenly"
+            )
+        for name, value in self.env.items():
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"bad environment variable name {name!r}: use letters, digits and _")
+            if "\n" in str(value):
+                raise ValueError(f"environment value for {name} contains a newline")
+        for option, value in self.sbatch_options.items():
+            if not _OPTION.match(option) or "\n" in str(value):
+                raise ValueError(f"bad sbatch option {option}={value!r}")
+        if not 0 < self.master_port < 65536:
+            raise ValueError(f"master port {self.master_port} is not a TCP port")
+
+
+def trainer_command(job: TrainerJob) -> list[str]:
+    return [
+        *job.program,
+        "--tensor-model-parallel-size", str(job.dims.tp),
+        "--pipeline-model-parallel-size", str(job.dims.pp),
+        *job.trainer_args,
+    ]
+
+
+def render_sbatch(job: TrainerJob) -> str:
+    job.check()
+    q = shlex.quote
+    header = [
+        f"--job-name={job.job_name}",
+        f"--nodes={job.nodes}",
+        f"--ntasks-per-node={job.tasks_per_node}",
+        f"--output={job.output}",
+    ]
+    if job.gpus_per_node:
+        header.append(f"--gres=gpu:{job.gpus_per_node}")
+    if job.time_limit:
+        header.append(f"--time={job.time_limit}")
+    header += [f"--{option}={value}" for option, value in job.sbatch_options.items()]
+    srun = ["srun", f"--kill-on-bad-exit={int(job.kill_on_bad_exit)}", *trainer_command(job)]
+    lines = [
+        "#!/bin/bash",
+        f"# Rendered by slurm/sbatch.py: {job.dims.describe()} on {job.nodes} node(s) x {job.tasks_per_node} tasks.",
+        *(f"#SBATCH {q(h)}" for h in header),
+        "set -euo pipefail",
+        "",
+        "# Rendezvous on the first node of the allocation, at the address SLURM has for it (NodeAddr).",
+        'first_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
+        'MASTER_ADDR=$(scontrol show node "$first_node" | grep -o "NodeAddr=[^ ]*" | cut -d= -f2 || true)',
+        'export MASTER_ADDR=${MASTER_ADDR:-$first_node}',
+        f"export MASTER_PORT={job.master_port}",
+    ]
+    if job.env:
+        lines += ["", "# Toggles of this run"]
+        lines += [f"export {name}={q(str(value))}" for name, value in job.env.items()]
+    lines += ["", " ".join(q(a) for a in srun), ""]
+    return "\n".join(lines)
+
+
+def submit(script: str, *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+           timeout: float = 30.0, extra_args: list[str] | None = None) -> str:
+    """sbatch the script text (through stdin); return the job id."""
+    result = run_command(["sbatch", "--parsable", *(extra_args or [])], timeout=timeout, env=env, cwd=cwd,
+                         input=script)
+    if not result.ok:
+        raise SlurmCommandFailed(f"sbatch failed: {result.first_error_line()}", stderr=result.stderr,
+                                 returncode=result.returncode)
+    job_id = result.stdout.strip().split(";")[0]  # "123" or "123;cluster"
+    if not job_id.isdigit():
+        raise SlurmCommandFailed(f"sbatch printed no job id: {result.stdout.strip()!r}")
+    return job_id
+
+
+def wait_for_state(job_id: str, states: set[str], *, timeout: float, env: dict[str, str] | None = None,
+                   interval: float = 0.2) -> Job:
+    """Poll `scontrol show job` until the job is in one of `states`; SlurmCommandFailed at the bound."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = show_job(job_id, env=env)
+        if job.state in states:
+            return job
+        if time.monotonic() >= deadline:
+            raise SlurmCommandFailed(
+                f"job {job_id} still {job.state} after {timeout:.0f}s (waited for {', '.join(sorted(states))})"
+            )
+        time.sleep(interval)
+
+
+def wait_until_done(job_id: str, *, timeout: float, env: dict[str, str] | None = None) -> Job:
+    return wait_for_state(job_id, TERMINAL_STATES, timeout=timeout, env=env)

@@ -1,0 +1,107 @@
+"""Parsers on real output captured from the local cluster (tests/slurm/data, made by capture_outputs.py)."""
+
+from pathlib import Path
+
+import pytest
+
+from slurm.jobs import parse_key_values, parse_show_job, parse_squeue
+from slurm.pids import parse_listpids
+from slurm.steps import parse_step_output
+
+DATA = Path(__file__).parent / "data"
+JOBS = dict(line.split("=") for line in (DATA / "jobs.txt").read_text().split())
+
+
+def read(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_show_job_running_oneliner():
+    (job,) = parse_show_job(read("show_job_running_oneliner.txt"))
+    assert job.job_id == JOBS["running"]
+    assert job.name == "tiny gpt"  # a value with a space stays whole
+    assert (job.user, job.uid, job.state, job.running) == ("root", 0, "RUNNING", True)
+    assert job.nodelist == "n[1-4]" and job.nodes == ["n1", "n2", "n3", "n4"]
+    assert (job.num_nodes, job.num_tasks, job.batch_host) == (4, 8, "n1")
+    assert job.fields["NtasksPerN:B:S:C"] == "2:0:*:*"
+    assert job.fields["TRES"] == "cpu=8,node=4,billing=8"
+
+
+def test_multiline_and_oneliner_forms_agree():
+    (multi,) = parse_show_job(read("show_job_running.txt"))
+    (one,) = parse_show_job(read("show_job_running_oneliner.txt"))
+    assert multi == one
+    assert multi.fields == one.fields
+
+
+def test_show_job_of_all_jobs_splits_them():
+    jobs = parse_show_job(read("show_job_all.txt"))
+    assert {j.job_id for j in jobs} == set(JOBS.values())
+    by_id = {j.job_id: j for j in jobs}
+    assert by_id[JOBS["pending"]].state == "PENDING" and by_id[JOBS["pending"]].nodes == []
+    assert by_id[JOBS["other"]].user == "nobody"
+
+
+def test_pending_and_completed_and_other_users_jobs():
+    (pending,) = parse_show_job(read("show_job_pending.txt"))
+    assert (pending.state, pending.reason, pending.nodelist, pending.num_nodes) == ("PENDING", "BeginTime", "", 2)
+    (done,) = parse_show_job(read("show_job_completed.txt"))
+    assert done.state == "COMPLETED" and done.fields["ExitCode"] == "0:0"
+    (other,) = parse_show_job(read("show_job_other_user.txt"))
+    assert (other.user, other.uid) == ("nobody", 65534)
+
+
+def test_key_values_keep_empty_values_and_odd_keys():
+    fields = parse_key_values("JobId=5 Power= Socks/Node=* ReqB:S:C:T=0:0:*:* Comment=a b=c")
+    assert fields["Power"] == "" and fields["Socks/Node"] == "*" and fields["ReqB:S:C:T"] == "0:0:*:*"
+    assert fields["JobId"] == "5"
+
+
+def test_squeue_rows():
+    rows = {r.job_id: r for r in parse_squeue(read("squeue.txt"))}
+    running = rows[JOBS["running"]]
+    assert (running.user, running.state, running.num_nodes, running.nodelist, running.name) == (
+        "root", "RUNNING", 4, "n[1-4]", "tiny gpt")
+    assert rows[JOBS["pending"]].nodelist == ""
+    assert rows[JOBS["other"]].user == "nobody"
+
+
+def test_squeue_rejects_a_foreign_format_with_a_clear_error():
+    with pytest.raises(ValueError, match="unexpected squeue line"):
+        parse_squeue(read("squeue_seed_format.txt"))
+
+
+def test_listpids_separates_tasks_from_helpers():
+    rows = parse_listpids(read("listpids_n1.txt"), node="n1")
+    tasks = [r for r in rows if r.is_task]
+    helpers = [r for r in rows if not r.is_task]
+    # step 0 has ranks 0 and 1 on n1; the batch step's shell is task 0 of "batch"; srun and its forwarder are "-"
+    assert sorted((r.step, r.global_id) for r in tasks) == [("0", 0), ("0", 1), ("batch", 0)]
+    assert len(helpers) == 2 and all(r.step == "batch" and r.global_id is None for r in helpers)
+    assert all(r.node == "n1" and r.job_id == JOBS["running"] for r in rows)
+    n3 = parse_listpids(read("listpids_n3.txt"), node="n3")
+    assert sorted(r.global_id for r in n3) == [4, 5] and all(r.is_task for r in n3)
+
+
+def test_listpids_without_steps_has_no_rows():
+    assert parse_listpids(read("listpids_no_steps.txt")) == []
+
+
+def test_step_output_keeps_only_framed_lines_and_survives_labels_and_noise():
+    out = (
+        '0: HANGDOCTOR-STEP {"node": "n1", "status": "ok", "returncode": 0, "stdout": "a\\nb", "stderr": "", '
+        '"seconds": 0.1}\n'
+        "1: some stray line\n"
+        '12: HANGDOCTOR-STEP {"node": "n13", "status": "timeout", "returncode": null, "stdout": "", '
+        '"stderr": "x", "seconds": 5.0}\n'
+        '3: HANGDOCTOR-STEP {"node": "n4", "status": "ok", "retur'  # cut off: srun was stopped mid-line
+    )
+    results = parse_step_output(out)
+    assert set(results) == {"n1", "n13"}
+    assert results["n1"].stdout == "a\nb" and results["n13"].status == "timeout"
+
+
+def test_listpids_row_of_a_task_not_forked_yet_has_no_pid():
+    # Seen on the local cluster right after a step started: slurmstepd lists the task before it has a pid.
+    (row,) = parse_listpids(read("listpids_launching.txt"))
+    assert row.pid is None and row.is_task and row.global_id == 0
