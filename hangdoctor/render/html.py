@@ -60,7 +60,7 @@ def build_boxes(verdict: Verdict) -> Box:
         frames, last = box_frames(node)
         colour = colour_of.get(last.ends[0], "#888888") if last.ends else "#888888"
         lines = [_clip(line) for line in run_lines(frames, keep_head=1, keep_tail=5, limit=CHARS)]
-        for cls in sorted({class_of[r] for r in last.ends if r in class_of}, key=lambda c: c.id):
+        for cls in sorted({class_of[r].id: class_of[r] for r in last.ends if r in class_of}.values(), key=lambda c: c.id):
             state = cls.status if cls.status != "ok" else progress_word(cls.progress)
             lines.append(_clip(f"⮑ class {cls.id}: {state}" + (f", {cls.wait.op}" if cls.wait else "")))
         tooltip = "\n".join(frame_text(f, 200) for f in frames)

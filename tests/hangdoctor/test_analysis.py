@@ -1,0 +1,164 @@
+"""Analysis on recorded dumps of real hung processes, and on small hand-made collections."""
+
+from pathlib import Path
+
+from hangdoctor.analysis.ranks import PROGRESSING, STUCK, UNKNOWN
+from hangdoctor.analysis.verdict import diagnose
+from hangdoctor.formats.load import load_paths
+from hangdoctor.identity import TopologyFlags
+from hangdoctor.model import OK, STOPPED, Collection, Frame, RankIdentity, RankRecord, Sample, ThreadStack
+from topology import ParallelDims
+
+DATA = Path(__file__).parent / "data"
+ENGINE = "deepspeed/runtime/pipe/engine.py"
+
+
+def verdict_of(*paths, **flags):
+    return diagnose(load_paths([DATA / p for p in paths], TopologyFlags(**flags)))
+
+
+def place(verdict, ranks):
+    return next(p for p in verdict.places if p.ranks == ranks)
+
+
+def test_trainer_skip_loss_broadcast_names_ranks_coordinates_and_frames():
+    v = verdict_of("trainer_pp2dp2_skip_loss_broadcast.node.json")
+    assert v.hung is True and v.responded == [0, 1, 2, 3] and not v.unresponsive
+    first = place(v, [0, 1])
+    assert first.where == "pp=0 (all dp)" and first.progress == {STUCK: 2}
+    assert first.position == f"broadcast <- PipelineEngine._aggregate_total_loss ({ENGINE})"
+    last = place(v, [2, 3])
+    assert last.where == "pp=1 (all dp)"
+    assert last.position == f"recv <- PipelineEngine._exec_recv_activations ({ENGINE})"
+    [suspect] = v.suspects
+    assert suspect.ranks == [2, 3] and suspect.kind == "other-call"
+    assert v.hints[0].startswith(f"pp=0 (all dp) [ranks 0-1] wait in broadcast <- "
+                                 f"PipelineEngine._aggregate_total_loss ({ENGINE}) that pp=1 (all dp) [ranks 2-3] "
+                                 f"never entered")
+
+
+def test_trainer_native_text_dump_gives_the_same_places():
+    v = verdict_of("trace-trainer-native.out", pp=2)
+    assert [(p.ranks, p.wait.op) for p in v.places] == [([0, 1], "broadcast"), ([2, 3], "recv")]
+    assert v.hung is None, "one sample cannot tell stuck from slow"
+    assert any("--samples" in h for h in v.hints)
+
+
+def test_gloo_mixed_hang_stopped_rank_and_straggler():
+    v = verdict_of("gloo8_mixed.node.json")
+    assert v.headline == "HUNG: 6 ranks stuck, 6 in 2 calls; 1 progressing; 1 did not respond (7/8 responded)"
+    assert v.unresponsive == {STOPPED: [2]}
+    assert v.views[7].progress == PROGRESSING and v.views[0].progress == STUCK
+    bcast = place(v, [0, 1, 3])
+    assert bcast.wait.op == "broadcast" and bcast.wait.caller.name == "_aggregate_total_loss"
+    assert place(v, [4, 5, 6]).wait.label == "all_reduce <- train_step (hung_gloo.py)"
+    kinds = {tuple(s.ranks): s.kind for s in v.suspects}
+    assert kinds == {(4, 5, 6): "other-call", (7,): "straggler", (2,): "unresponsive"}
+    assert any("[rank 7], still progressing (a straggler" in h for h in v.hints)
+    assert any("[rank 2] did not respond (stopped)" in h for h in v.hints)
+
+
+def test_tree_carries_rank_sets_on_every_edge():
+    v = verdict_of("gloo8_mixed.node.json")
+    root = v.tree
+    assert root.ranks == list(range(8))
+    [module] = root.children
+    assert module.frame == Frame("<module>", "hung_gloo.py", 99) and module.ranks == list(range(8))
+    assert [c.ranks for c in module.children] == [[0, 1, 3], [2], [4, 5, 6], [7]]
+    leaves = [n for n in root.walk() if n.ends]
+    assert sorted(r for leaf in leaves for r in leaf.ends) == list(range(8))
+    for node in root.walk():
+        assert set(node.ranks) >= {r for c in node.children for r in c.ranks}
+
+
+def test_classes_majority_first_with_coordinates_and_nodes():
+    v = verdict_of("gloo8_mixed.node.json")
+    assert [(c.folded, c.status, c.majority) for c in v.classes] == [
+        ("0-1,3", OK, True), ("4-6", OK, False), ("7", OK, False), ("2", STOPPED, False)]
+    assert v.classes[0].where == "pp=0 dp=0 (all tp); pp=0 dp=1 tp=1" and v.classes[0].hosts == ["vm"]
+    assert v.classes[3].states == {"T": 1} and v.classes[3].stack[0].name == "freeze"
+
+
+def test_seed_text_dumps_name_the_broadcast_and_the_ranks_outside_any_collective():
+    v = verdict_of("seed-style", world_size=320)
+    assert v.expected == 320 and len(v.responded) == 15 and v.unresponsive == {"gone": [15]}
+    assert len(v.missing) == 320 - 16
+    waiting = place(v, [6, 7, 14])
+    assert waiting.position == f"broadcast <- _aggregate_total_loss ({ENGINE})"
+    assert waiting.where == "pp=0 dp=0 tp=6-7; pp=0 dp=1 tp=6"
+    outside = place(v, [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13])
+    assert outside.position == "outside any collective, in train (megatron/training.py)"
+    assert outside.where == "pp=0 dp=0-1 tp=0-5"
+    assert any(s.kind == "outside" and s.ranks == outside.ranks for s in v.suspects)
+
+
+def test_seed_excerpt_hint_reads_like_the_seeds_diagnosis():
+    v = verdict_of("seed-excerpt.txt")
+    assert v.hints[0] == (f"rank 1 waits in broadcast <- _aggregate_total_loss ({ENGINE}) that rank 0 never entered "
+                          f"(rank 0 is outside any collective, in train (megatron/training.py))")
+
+
+# Hand-made collections: progress across samples, missing ranks, all in one collective.
+
+def frames(*names):
+    return tuple(Frame(n, "t.py", i + 1) for i, n in enumerate(names))
+
+
+BCAST = (Frame("broadcast", "torch/distributed/distributed_c10d.py", 10), *frames("step", "main"))
+REDUCE = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 20), *frames("step", "main"))
+
+
+def collection(stacks_per_rank, *, world=None, dims=None, status=None):
+    records = []
+    for rank, stacks in stacks_per_rank.items():
+        samples = [Sample(index=i, time=float(i), status=(status or {}).get(rank, OK),
+                          threads=(ThreadStack(100 + rank, "MainThread", s),)) for i, s in enumerate(stacks)]
+        identity = RankIdentity(rank=rank, host=f"n{rank // 4}", pid=100 + rank,
+                                coords=dims.coords(rank) if dims else None)
+        records.append(RankRecord(identity, samples))
+    return Collection(records=records, dims=dims, world_size=world, samples=max(len(s) for s in stacks_per_rank.values()),
+                      interval=1.0)
+
+
+def test_changing_stacks_are_progressing_and_all_moving_is_not_hung():
+    v = diagnose(collection({0: [frames("a", "main"), frames("b", "main")], 1: [frames("c", "main"), frames("a", "main")]}))
+    assert v.hung is False and {x.progress for x in v.views.values()} == {PROGRESSING}
+    assert v.headline.startswith("Not hung")
+
+
+def test_single_sample_is_unknown():
+    v = diagnose(collection({0: [BCAST], 1: [BCAST]}))
+    assert v.hung is None and v.views[0].progress == UNKNOWN
+
+
+def test_everyone_in_the_same_collective_points_at_the_collective_or_the_missing():
+    dims = ParallelDims(tp=2, pp=2, dp=2)
+    v = diagnose(collection({r: [BCAST, BCAST] for r in range(8)}, world=8, dims=dims))
+    assert not v.suspects and "the collective itself is stuck" in v.hints[0]
+    v = diagnose(collection({r: [BCAST, BCAST] for r in range(6)}, world=8, dims=dims))
+    assert v.missing == [6, 7]
+    [suspect] = v.suspects
+    assert suspect.ranks == [6, 7] and suspect.kind == "unresponsive" and suspect.where == "pp=1 dp=1 (all tp)"
+    assert v.headline.endswith("2 did not respond (6/8 responded)")
+
+
+def test_collective_beats_p2p_as_the_anchor_and_describes_with_coordinates():
+    dims = ParallelDims(tp=1, pp=2, dp=2)
+    recv = (Frame("recv", "deepspeed/runtime/pipe/p2p.py", 81), *frames("_exec_recv_activations", "train_batch"))
+    v = diagnose(collection({0: [recv] * 2, 1: [recv] * 2, 2: [REDUCE] * 2}, dims=dims))
+    assert "[rank 2] waits in all_reduce <- step (t.py) that pp=0 (all dp) [ranks 0-1] never entered" in v.hints[0]
+    assert [s.ranks for s in v.suspects] == [[0, 1]]
+
+
+def test_no_collective_at_all_makes_minorities_suspects():
+    v = diagnose(collection({0: [frames("load", "main")], 1: [frames("load", "main")], 2: [frames("save", "main")]}))
+    [suspect] = v.suspects
+    assert suspect.ranks == [2] and suspect.kind == "minority"
+
+
+def test_sixteen_thousand_ranks_share_interned_stacks(benchmark_size=16384):
+    dims = ParallelDims.from_world(benchmark_size, tp=8, pp=16)
+    stacks = {r: [BCAST if dims.coords(r).pp < 15 else REDUCE] for r in range(benchmark_size)}
+    v = diagnose(collection(stacks, world=benchmark_size, dims=dims))
+    assert [p.where for p in v.places] == ["pp=0-14 (all tp, all dp)", "pp=15 (all tp, all dp)"]
+    assert len(v.tree.children[0].ranks) == benchmark_size

@@ -1,0 +1,139 @@
+"""Readers: py-spy text (single, concatenated, --native, --locals, errors, the seed's excerpt), py-spy JSON,
+collector node files, and the rank identity settled from them."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hangdoctor.formats.load import InputError, load_paths, node_from_filename
+from hangdoctor.formats.pyspy_json import parse_threads
+from hangdoctor.formats.pyspy_text import parse_text
+from hangdoctor.identity import TopologyFlags
+from hangdoctor.model import GONE, OK, PTRACE_DENIED, STOPPED, Frame
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_text_dump_of_one_process_with_threads_natives_and_locals():
+    text = """Process 5456: /usr/bin/python3 sleeper.py --tp 2
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 5456 (idle): "MainThread"
+    clock_nanosleep (libc.so.6)
+    0x7f7b3fe4524a (libc.so.6)
+    inner (sleeper.py:3)
+        Arguments:
+            x: 3
+        Locals:
+            y: (1, 2)
+    <module> (sleeper.py:10)
+Thread 5458 (active+gil): "busy"
+    worker (sleeper.py:8)
+"""
+    [proc] = parse_text(text)
+    assert proc.pid == 5456 and proc.cmdline == "/usr/bin/python3 sleeper.py --tp 2" and proc.status == OK
+    main, busy = proc.threads
+    assert (main.thread_id, main.name, main.active) == (5456, "MainThread", False)
+    assert (busy.name, busy.active, busy.owns_gil) == ("busy", True, True)
+    assert main.frames == (
+        Frame("clock_nanosleep", "libc.so.6", 0, True), Frame("??", "libc.so.6", 0, True),
+        Frame("inner", "sleeper.py", 3), Frame("<module>", "sleeper.py", 10),
+    )
+
+
+def test_concatenated_dumps_split_per_process_and_keep_failures():
+    procs = parse_text((DATA / "trace-vm.out").read_text())
+    assert [p.pid for p in procs] == [8218, 8219, 8221, 8222, 8223, 8224, 8225, 8226]
+    stopped = procs[2]
+    assert stopped.status == STOPPED and "Failed to suspend process" in stopped.error and not stopped.threads
+    assert procs[0].threads[0].frames[0] == Frame("broadcast", "torch/distributed/distributed_c10d.py", 3151)
+    assert procs[4].threads[0].frames[0].name == "all_reduce"
+
+
+def test_native_dump_has_native_and_python_frames_and_merges_addresses():
+    procs = parse_text((DATA / "trace-vm-native.out").read_text())
+    frames = procs[0].threads[0].frames
+    assert frames[0] == Frame("??", "libc.so.6", 0, True)
+    assert Frame("c10d::Work::wait", "libtorch_cpu.so", 0, True) in frames
+    assert Frame("broadcast", "torch/distributed/distributed_c10d.py", 3151) in frames
+    # same place on two ranks -> the very same interned stack, addresses included
+    assert procs[0].threads[0].frames is procs[1].threads[0].frames
+
+
+def test_seed_excerpt_without_process_headers():
+    procs = parse_text((DATA / "seed-excerpt.txt").read_text())
+    assert [p.pid for p in procs] == [835990, 835995]
+    assert procs[0].threads[0].frames[0] == Frame("train", "megatron/training.py", 915)
+    assert procs[1].threads[0].frames[1] == Frame("_aggregate_total_loss", "deepspeed/runtime/pipe/engine.py", 540)
+
+
+def test_old_py_spy_hex_thread_ids_and_an_error_without_header():
+    text = """Thread 0x7F2AB0A5E740 (active)
+    train (megatron/training.py:915)
+Error: Failed to get process executable name. Check that the process is running.
+
+Caused by:
+    0: No such file or directory (os error 2)
+Permission Denied: Try running again with elevated permissions by going 'sudo env "PATH=$PATH" !!'
+"""
+    first, gone, denied = parse_text(text)
+    assert first.threads[0].thread_id == 0x7F2AB0A5E740 and first.threads[0].frames[0].line == 915
+    assert gone.pid == 0 and gone.status == GONE and "executable name" in gone.error
+    assert denied.status == PTRACE_DENIED
+
+
+def test_pyspy_json_threads():
+    data = json.loads((DATA / "rank4.pyspy.json").read_text())
+    threads = parse_threads(data)
+    main = next(t for t in threads if t.name == "MainThread")
+    assert main.frames[0] == Frame("all_reduce", "torch/distributed/distributed_c10d.py", 3252)
+    assert main.thread_id == data[0]["pid"], "the main thread's OS id is the pid"
+    with pytest.raises(ValueError):
+        parse_threads({"not": "a list"})
+
+
+def test_node_file_identity_from_environment_and_topology_from_argv():
+    collection = load_paths([DATA / "gloo8_mixed.node.json"], TopologyFlags())
+    assert [r.rank for r in collection.records] == list(range(8))
+    assert (collection.dims.tp, collection.dims.pp, collection.dims.dp) == (2, 2, 2)
+    assert collection.world_size == 8 and collection.samples == 3
+    r5 = collection.records[5].identity
+    assert (r5.host, r5.local_rank, r5.rank_source, r5.coords.pp, r5.coords.dp, r5.coords.tp) == ("vm", 5, "RANK", 1, 0, 1)
+    assert collection.records[2].samples[0].status == STOPPED and collection.records[2].samples[0].state == "T"
+    assert collection.records[7].samples[0].cpu_percent > 5, "the straggler computes"
+
+
+def test_text_dumps_get_ranks_from_node_order_and_local_rank_and_say_so():
+    collection = load_paths([DATA / "seed-style"], TopologyFlags(world_size=320))
+    ids = {r.rank: r.identity for r in collection.records}
+    assert sorted(ids) == list(range(16))
+    assert ids[6].host == "jean-zay-iam01" and ids[6].local_rank == 6 and ids[6].rank_source == "node order + local rank"
+    assert ids[15].host == "jean-zay-iam02" and ids[15].pid == 0, "the failed dump fills the missing local rank 7"
+    assert (collection.dims.tp, collection.dims.pp, collection.dims.dp) == (8, 10, 4)
+    assert any("ranks assumed from node order" in w for w in collection.warnings)
+
+
+def test_flags_override_argv_and_bad_topology_is_a_warning():
+    collection = load_paths([DATA / "gloo8_mixed.node.json"], TopologyFlags(tp=1, pp=4))
+    assert (collection.dims.tp, collection.dims.pp, collection.dims.dp) == (1, 4, 2)
+    collection = load_paths([DATA / "gloo8_mixed.node.json"], TopologyFlags(tp=3))
+    assert collection.dims is None and any("not divisible" in w for w in collection.warnings)
+
+
+def test_node_name_from_file_name():
+    assert node_from_filename(Path("trace-jean-zay-iam01.out")) == "jean-zay-iam01"
+    assert node_from_filename(Path("n3.json")) == "n3"
+
+
+def test_unreadable_inputs_raise_input_errors_that_name_the_file(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello\n")
+    with pytest.raises(InputError, match="notes.txt"):
+        load_paths([bad], TopologyFlags())
+    broken = tmp_path / "x.json"
+    broken.write_text("{ nope")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_paths([broken], TopologyFlags())
+    with pytest.raises(InputError, match="no such file"):
+        load_paths([tmp_path / "missing"], TopologyFlags())

@@ -1,0 +1,79 @@
+"""Naming what a rank waits in: torch.distributed and deepspeed.comm calls, with their caller."""
+
+from hangdoctor.analysis.waits import find_wait
+from hangdoctor.model import Frame
+
+
+def stack(*frames):
+    """Frames written innermost first, as py-spy prints them: 'name file:line' or 'name lib' (native)."""
+    out = []
+    for text in frames:
+        name, _, where = text.rpartition(" ")
+        file, _, line = where.partition(":")
+        out.append(Frame(name, file, int(line) if line else 0, not line))
+    return tuple(out)
+
+
+DS_BROADCAST = stack(
+    "broadcast torch/distributed/distributed_c10d.py:3151",
+    "_exception_logger.<locals>.wrapper torch/distributed/c10d_logger.py:83",
+    "TorchBackend.broadcast deepspeed/comm/torch.py:351",
+    "stage_on_cpu.<locals>.wrapper deepspeed/comm/torch.py:173",
+    "broadcast deepspeed/comm/comm.py:243",
+    "timed_op.<locals>.log_wrapper deepspeed/comm/comm.py:129",
+    "PipelineEngine._aggregate_total_loss deepspeed/runtime/pipe/engine.py:629",
+    "PipelineEngine.train_batch deepspeed/runtime/pipe/engine.py:373",
+)
+
+
+def test_deepspeed_broadcast_is_named_by_the_api_the_engine_called_and_its_caller():
+    wait = find_wait(DS_BROADCAST)
+    assert (wait.op, wait.kind) == ("broadcast", "collective")
+    assert wait.call == Frame("broadcast", "deepspeed/comm/comm.py", 243)
+    assert wait.label == "broadcast <- PipelineEngine._aggregate_total_loss (deepspeed/runtime/pipe/engine.py)"
+
+
+def test_pipeline_p2p_recv_is_named_after_deepspeeds_p2p_layer():
+    wait = find_wait(stack(
+        "recv torch/distributed/distributed_c10d.py:2799",
+        "_exception_logger.<locals>.wrapper torch/distributed/c10d_logger.py:83",
+        "TorchBackend.recv deepspeed/comm/torch.py:477",
+        "recv deepspeed/comm/comm.py:407",
+        "timed_op.<locals>.log_wrapper deepspeed/comm/comm.py:129",
+        "recv deepspeed/runtime/pipe/p2p.py:81",
+        "PipelineEngine._exec_recv_activations deepspeed/runtime/pipe/engine.py:1127",
+    ))
+    assert (wait.op, wait.kind, wait.caller.name) == ("recv", "p2p", "PipelineEngine._exec_recv_activations")
+
+
+def test_the_seeds_torch_1x_broadcast_and_barrier_and_all_reduce():
+    seed = stack("broadcast torch/distributed/distributed_c10d.py:1191",
+                 "_aggregate_total_loss deepspeed/runtime/pipe/engine.py:540",
+                 "train_batch deepspeed/runtime/pipe/engine.py:330")
+    assert find_wait(seed).label == "broadcast <- _aggregate_total_loss (deepspeed/runtime/pipe/engine.py)"
+    barrier = find_wait(stack("barrier torch/distributed/distributed_c10d.py:4000", "main train.py:9"))
+    assert (barrier.op, barrier.kind) == ("barrier", "barrier")
+    gather = find_wait(stack("all_gather_into_tensor torch/distributed/distributed_c10d.py:3800",
+                             "_exception_logger.<locals>.wrapper torch/distributed/c10d_logger.py:83",
+                             "all_gather_into_tensor deepspeed/comm/comm.py:300", "step zero.py:5"))
+    assert gather.label == "all_gather_into_tensor <- step (zero.py)"
+
+
+def test_not_in_a_collective():
+    assert find_wait(stack("train megatron/training.py:915", "pretrain megatron/training.py:187")) is None
+    # torchrun's agent sleeps inside torch.distributed, but not in a communication call
+    assert find_wait(stack("sleep time.py:0", "_invoke_run torch/distributed/elastic/agent/server/api.py:900")) is None
+    assert find_wait(()) is None
+
+
+def test_native_frames_show_a_wait_below_a_non_communication_python_frame():
+    wait = find_wait(stack("pthread_cond_wait libc.so.6", "c10d::ProcessGroupNCCL::WorkNCCL::wait libtorch_cuda.so",
+                           "pybind11::cpp_function::dispatcher libtorch_python.so", "train megatron/training.py:915"))
+    assert (wait.op, wait.caller) == ("wait", Frame("train", "megatron/training.py", 915))
+    assert find_wait(stack("cudaStreamSynchronize libcudart.so", "train megatron/training.py:915")) is None
+
+
+def test_native_frames_under_a_python_collective_do_not_change_its_name():
+    wait = find_wait(stack("pthread_cond_wait libc.so.6", "c10d::Work::wait libtorch_cpu.so", *[
+        f"{f.name} {f.file}:{f.line}" for f in DS_BROADCAST]))
+    assert wait.label == "broadcast <- PipelineEngine._aggregate_total_loss (deepspeed/runtime/pipe/engine.py)"
