@@ -25,7 +25,7 @@ class IterationStats:
     learning_rate: float
     global_batch_size: int
     lm_loss: float
-    grad_norm: float
+    grad_norm: float | None  # None where the engine does not compute it (Megatron then omits the field)
     seq_length: int
     samples_per_second: float
     tflops: float
@@ -44,8 +44,8 @@ def format_iteration_line(stats: IterationStats) -> str:
         f" learning rate: {s.learning_rate:.3E} |"
         f" global batch size: {s.global_batch_size:5d} |"
         f" lm loss: {s.lm_loss:.6E} |"
-        f" grad norm: {s.grad_norm:.3f} |"
-        f" num zeros: {s.num_zeros:.1f} |"
+        + (f" grad norm: {s.grad_norm:.3f} |" if s.grad_norm is not None else "")
+        + f" num zeros: {s.num_zeros:.1f} |"
         f" actual seq length: {s.seq_length:5d} |"
         f" number of skipped iterations: {s.skipped_iterations:3d} |"
         f" number of nan iterations: {s.nan_iterations:3d} |"

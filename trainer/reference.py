@@ -6,13 +6,14 @@ pipeline order, and runs plain PyTorch: mean loss over the global batch's micro-
 micro-batch scaled by 1 / number of micro-batches (what DeepSpeed's GAS scaling and DP averaging add up to),
 clip_grad_norm_, AdamW step.
 
-    python -m trainer.reference --train-iters 3 [model flags]   # prints one exact loss per line
+    python -m trainer.reference --train-iters 3 [model flags]   # one {"loss", "grad_norm"} line per iteration
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
@@ -45,13 +46,19 @@ class ReferenceGPT(nn.Module):
         return self.embed.head(self.final(hidden))
 
 
-def reference_losses(cfg: TrainConfig) -> list[float]:
+@dataclass(frozen=True)
+class ReferenceStep:
+    loss: float
+    grad_norm: float  # the global gradient norm before clipping
+
+
+def reference_steps(cfg: TrainConfig) -> list[ReferenceStep]:
     shape = GPTShape(vocab=cfg.padded_vocab_size, hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
                      seq=cfg.seq_length, layers=cfg.num_layers, embed_layernorm=cfg.embed_layernorm, seed=cfg.seed)
     model = ReferenceGPT(shape)
     optimizer = torch.optim.AdamW(build_param_groups(model, weight_decay=cfg.weight_decay), lr=cfg.lr,
                                   betas=(0.9, 0.95), eps=1e-8)
-    losses = []
+    steps = []
     for iteration in range(cfg.train_iters):
         micro_batches = global_micro_batches(iteration, global_batch_size=cfg.global_batch_size,
                                              micro_batch_size=cfg.micro_batch_size, seed=cfg.seed,
@@ -62,11 +69,14 @@ def reference_losses(cfg: TrainConfig) -> list[float]:
             loss = lm_loss(model(inputs), labels) / len(micro_batches)
             loss.backward()
             total += loss.item()
-        if cfg.clip_grad > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad if cfg.clip_grad > 0 else float("inf"))
         optimizer.step()
-        losses.append(total)
-    return losses
+        steps.append(ReferenceStep(total, float(grad_norm)))
+    return steps
+
+
+def reference_losses(cfg: TrainConfig) -> list[float]:
+    return [step.loss for step in reference_steps(cfg)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"Error: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(reference_losses(cfg)))
+    for step in reference_steps(cfg):
+        print(json.dumps(asdict(step)))
     return 0
 
 

@@ -91,7 +91,7 @@ def _log_iteration(ctx: RunContext, loss: float, seconds: float, engine) -> None
         consumed_samples=ctx.iteration * cfg.global_batch_size,
         consumed_tokens=ctx.iteration * cfg.global_batch_size * cfg.seq_length,
         elapsed_ms=seconds * 1000.0, learning_rate=engine.get_lr()[0], global_batch_size=cfg.global_batch_size,
-        lm_loss=loss, grad_norm=float(grad_norm) if grad_norm is not None else 0.0, seq_length=cfg.seq_length,
+        lm_loss=loss, grad_norm=float(grad_norm) if grad_norm is not None else None, seq_length=cfg.seq_length,
         samples_per_second=cfg.global_batch_size / seconds,
         tflops=megatron_tflops(
             global_batch_size=cfg.global_batch_size, seq_length=cfg.seq_length, num_layers=cfg.num_layers,

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from weightdiff.read_dump import read_sidecar
+from weightdiff.read.sidecar import read_sidecar
 
 
 def dump_file(weights: Path, *, iteration: int, tag: str, rank: int, ext: str) -> Path:

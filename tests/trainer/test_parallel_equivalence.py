@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from trainer.config import TrainConfig
-from trainer.reference import reference_losses
+from trainer.reference import reference_steps
 
 ITERATIONS = 3
 
@@ -26,9 +26,14 @@ def test_losses_match_single_process_reference(trainer_runs, name):
     run = trainer_runs.get(name)
     cfg = config_of(run)
     cfg.train_iters = ITERATIONS
-    expected = torch.tensor(reference_losses(cfg), dtype=torch.float64)
+    reference = reference_steps(cfg)
+    expected = torch.tensor([step.loss for step in reference], dtype=torch.float64)
     got = torch.tensor([run.losses()[i] for i in range(1, ITERATIONS + 1)], dtype=torch.float64)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    if cfg.zero_stage == 1:  # ZeRO-1 computes the global gradient norm that clipping uses; it must be the true one
+        norms = torch.tensor([run.grad_norms()[i] for i in range(1, ITERATIONS + 1)], dtype=torch.float64)
+        torch.testing.assert_close(norms, torch.tensor([step.grad_norm for step in reference], dtype=torch.float64),
+                                   rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.slow
@@ -41,7 +46,7 @@ def test_effective_configuration_is_written_at_start(trainer_runs):
 
 @pytest.mark.slow
 def test_iteration_lines_are_megatron_format(trainer_runs):
-    run = trainer_runs.get("pp2")
+    run = trainer_runs.get("dp2_zero1")
     lines = [line for line in run.result.stdout.splitlines() if line.startswith(" iteration ")]
     assert len(lines) == ITERATIONS
     first = lines[0]
@@ -49,3 +54,5 @@ def test_iteration_lines_are_megatron_format(trainer_runs):
                   "samples per second:", "TFLOPs:"):
         assert field in first
     assert first.startswith(" iteration        1/       3 | consumed samples:            8 |")
+    zero0 = [line for line in trainer_runs.get("pp2").result.stdout.splitlines() if line.startswith(" iteration ")]
+    assert "grad norm:" not in zero0[0], "ZeRO-0 computes no global grad norm: the field is omitted, as Megatron does"

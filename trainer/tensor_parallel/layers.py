@@ -23,6 +23,19 @@ def _shard(full: torch.Tensor, dim: int, group) -> torch.Tensor:
     return full.chunk(tp_size(group), dim=dim)[tp_rank(group)].clone()
 
 
+def _split_parameter(data: torch.Tensor, dim: int) -> nn.Parameter:
+    """A parameter that holds one TP shard, marked as Megatron marks it.
+
+    DeepSpeed reads `tensor_model_parallel` (is_model_parallel_parameter) when it computes the global gradient
+    norm for clipping: a marked parameter counts on every TP rank, an unmarked one only on TP rank 0.
+    """
+    param = nn.Parameter(data)
+    param.tensor_model_parallel = True
+    param.partition_dim = dim
+    param.partition_stride = 1
+    return param
+
+
 class VocabParallelEmbedding(nn.Module):
     """Embedding table split by vocabulary rows over the TP group.
 
@@ -38,7 +51,7 @@ class VocabParallelEmbedding(nn.Module):
         self.per_rank = num_embeddings // size
         self.vocab_start = tp_rank(group) * self.per_rank
         full = _full_normal((num_embeddings, embedding_dim), init_std, init_seed)
-        self.weight = nn.Parameter(_shard(full, 0, group))  # (V/tp, H)
+        self.weight = _split_parameter(_shard(full, 0, group), 0)  # (V/tp, H)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         outside = (ids < self.vocab_start) | (ids >= self.vocab_start + self.per_rank)
@@ -58,8 +71,8 @@ class ColumnParallelLinear(nn.Module):
         super().__init__()
         assert out_features % tp_size(group) == 0
         self.group = group
-        self.weight = nn.Parameter(_shard(_full_normal((out_features, in_features), init_std, init_seed), 0, group))
-        self.bias = nn.Parameter(torch.zeros(out_features // tp_size(group)))
+        self.weight = _split_parameter(_shard(_full_normal((out_features, in_features), init_std, init_seed), 0, group), 0)
+        self.bias = _split_parameter(torch.zeros(out_features // tp_size(group)), 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(copy_to_tp_region(x, self.group), self.weight, self.bias)
@@ -76,7 +89,7 @@ class RowParallelLinear(nn.Module):
         super().__init__()
         assert in_features % tp_size(group) == 0
         self.group = group
-        self.weight = nn.Parameter(_shard(_full_normal((out_features, in_features), init_std, init_seed), 1, group))
+        self.weight = _split_parameter(_shard(_full_normal((out_features, in_features), init_std, init_seed), 1, group), 1)
         self.bias = nn.Parameter(torch.zeros(out_features))  # replicated: equal on every TP rank
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
