@@ -4,7 +4,7 @@ A `RankDump` is one rank's view of its parameters at one moment (an iteration an
 "after"), whichever way it was collected: `weightdiff.dump` on a live model, or a DeepSpeed checkpoint folder.
 Its identity (global rank and (dp, pp, tp) coordinates) is attached once, when it is collected; nothing after
 that re-derives it from file names or pids. Tensors themselves are not held here: `tensor_source` says where to
-stream them from (see `weightdiff.tensors`), so a report over 384 ranks never holds more than a few tensors.
+stream them from (see `weightdiff.read.values`), so a report over 384 ranks never holds more than a few tensors.
 
 No torch import: the comparison and check logic over these records is pure Python.
 """
@@ -84,13 +84,15 @@ class RankDump:
     kind: str  # "dump" or "deepspeed-checkpoint"
     mode: str  # "full": values available; "fingerprint": only the fingerprints
     tensors: dict[str, TensorMeta]
-    tensor_source: Any = None  # what weightdiff.tensors opens to stream values; None when mode="fingerprint"
+    tensor_source: Any = None  # what weightdiff.read.values opens to stream values; None: fingerprints only
+    replicated_dp: bool = False  # a checkpoint: one copy stands for every dp rank of its (pp, tp)
     pid: int | None = None
     host: str = ""
     world_size: int | None = None
     dims: dict[str, Any] | None = None  # {"tp", "pp", "dp", "order"} when the writer knew them
     created: float | None = None
     notes: list[str] = field(default_factory=list)
+    absent: dict[str, str] = field(default_factory=dict)  # names the source should hold but does not -> why
 
     @property
     def key(self) -> tuple[int, int, int]:

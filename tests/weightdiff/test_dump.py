@@ -14,7 +14,7 @@ import weightdiff
 from tests.weightdiff.models import MixedFusedLayerNorm, TinyGPT, naive_groups
 from topology import ParallelDims, RankCoords
 from weightdiff.naming import parse_name
-from weightdiff.read_dump import read_sidecar
+from weightdiff.read.sidecar import read_sidecar
 
 COORDS = ParallelDims(tp=2, pp=2, dp=2).coords(5)  # rank 5: tp=1, dp=0, pp=1
 

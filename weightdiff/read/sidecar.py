@@ -1,4 +1,4 @@
-"""Read one dump's JSON sidecar into a RankDump; the values stay on disk until `weightdiff.tensors` streams them.
+"""Read one dump's JSON sidecar into a RankDump; the values stay on disk until `weightdiff.read.values` streams them.
 
 Every way a sidecar can be bad raises `BadInput` with a one-line message naming the file, so a caller can
 report it and go on with the other ranks.
@@ -10,11 +10,8 @@ import json
 from pathlib import Path
 
 from topology import RankCoords
+from weightdiff.errors import BadInput
 from weightdiff.records import FORMAT, RankDump, meta_from_json
-
-
-class BadInput(Exception):
-    """A file or folder that cannot be read as what it claims to be. The message is one line."""
 
 
 def read_sidecar(path: Path) -> RankDump:

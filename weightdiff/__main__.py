@@ -1,0 +1,3 @@
+from weightdiff.cli import console_script
+
+console_script()

@@ -1,0 +1,227 @@
+"""`weightdiff check DIR`: consistency checks inside one moment of one run (one iteration and tag).
+
+- tied copies: a tied parameter (same name on several pipeline stages, e.g. DeepSpeed's tied_modules.embed.*)
+  is equal on every stage, for every (tp, dp);
+- dp replicas: every parameter is equal on every dp rank of the same (pp, tp);
+- tp duplicates: parameters that tensor parallelism replicates (norms, row-parallel biases, non-*Parallel*
+  layers; see classify.tp_duplicate_reason) are equal on every tp rank of the same (pp, dp);
+- param groups: norm weights, biases, 1-D parameters and the embedding norm must have weight_decay == 0.
+
+Copies are compared by their fingerprints' hashes first; values are read only for copies whose hashes
+differ (or when there are no fingerprints, e.g. a checkpoint), to say by how much.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from topology import ParallelDims, describe_ranks
+from weightdiff.analysis.classify import no_decay_reason, tp_duplicate_reason
+from weightdiff.analysis.compare import Tolerance, compare_tensor
+from weightdiff.analysis.diff import ITEMSIZE
+from weightdiff.analysis.grid import infer_dims, placement_rank
+from weightdiff.errors import BadInput
+from weightdiff.read.sources import Selection
+from weightdiff.read.values import open_values
+from weightdiff.records import RankDump
+
+TIED, DP, TP, AUDIT = "tied copies", "dp replicas", "tp duplicates", "param groups"
+
+
+@dataclass
+class CopyDiff:
+    """One copy compared with its reference copy."""
+
+    kind: str
+    name: str
+    reference: RankDump
+    other: RankDump
+    max_abs: float | None = None
+    fraction: float | None = None
+    n_differ: int | None = None
+    by_fingerprint: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Finding:
+    kind: str
+    name: str
+    ranks: list[int]
+    where: str
+    detail: str
+    max_abs: float | None = None
+    fraction: float | None = None
+    module_class: str = ""
+    pairs: list[dict] = field(default_factory=list)  # each differing copy: reference, other, max_abs, fraction
+
+
+@dataclass
+class CheckReport:
+    path: str
+    kind: str
+    iteration: int | None
+    tag: str | None
+    ranks: int
+    dims: dict | None
+    tolerance: Tolerance
+    checked: dict[str, int]
+    findings: list[Finding]
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def describe_selection(self) -> str:
+        what = "checkpoint step" if self.kind == "deepspeed-checkpoint" else f"{self.tag}-dump of iteration"
+        grid = f", TP={self.dims['tp']} PP={self.dims['pp']} DP={self.dims['dp']}" if self.dims else ""
+        return f"{what} {self.iteration}, {self.ranks} ranks{grid}; {self.tolerance.describe()}"
+
+
+def _copy_tasks(dumps: list[RankDump]) -> tuple[list[CopyDiff], dict[str, int]]:
+    tasks: list[CopyDiff] = []
+    counts = {TIED: 0, DP: 0, TP: 0}
+    by_key = {d.key: d for d in dumps}
+    for d in dumps:
+        pp, tp, dp = d.key
+        for name, meta in d.tensors.items():
+            if meta.tie is not None and pp > 0:
+                ref = next((by_key[(p, tp, dp)] for p in range(pp) if (p, tp, dp) in by_key
+                            and name in by_key[(p, tp, dp)].tensors), None)
+                if ref is not None:
+                    tasks.append(CopyDiff(TIED, name, ref, d))
+                    counts[TIED] += 1
+            if dp > 0 and (pp, tp, 0) in by_key and name in by_key[(pp, tp, 0)].tensors:
+                tasks.append(CopyDiff(DP, name, by_key[(pp, tp, 0)], d))
+                counts[DP] += 1
+            if tp > 0 and (pp, 0, dp) in by_key and tp_duplicate_reason(meta):
+                ref = by_key[(pp, 0, dp)]
+                if name in ref.tensors and ref.tensors[name].shape == meta.shape:
+                    tasks.append(CopyDiff(TP, name, ref, d))
+                    counts[TP] += 1
+    return tasks, counts
+
+
+def _settle_by_fingerprint(task: CopyDiff) -> bool:
+    """True when the hashes decide equality (and record it); False when values must be read."""
+    fa, fb = task.reference.tensors[task.name].fingerprint, task.other.tensors[task.name].fingerprint
+    if fa is None or fb is None:
+        return False
+    if fa.sha256 == fb.sha256:
+        task.n_differ = 0
+        return True
+    if task.reference.tensor_source is None or task.other.tensor_source is None:
+        task.by_fingerprint, task.n_differ = True, -1
+        task.max_abs = abs(fa.norm - fb.norm)  # a lower bound of the largest element difference's size
+        return True
+    return False
+
+
+def _compare_group(tasks: list[CopyDiff], tol: Tolerance) -> None:
+    ref, other = tasks[0].reference, tasks[0].other
+    try:
+        with open_values(ref.tensor_source) as va, open_values(other.tensor_source) as vb:
+            for task in tasks:
+                meta = ref.tensors[task.name]
+                vd = compare_tensor(va, vb, task.name, meta.shape, tol, ITEMSIZE.get(meta.dtype, 4))
+                task.max_abs, task.fraction, task.n_differ = vd.max_abs, vd.fraction, vd.n_differ
+    except BadInput as e:
+        for task in tasks:
+            task.error = str(e)
+
+
+def _run_copy_checks(tasks: list[CopyDiff], tol: Tolerance, jobs: int) -> None:
+    groups: dict[tuple[int, int], list[CopyDiff]] = {}
+    for task in tasks:
+        if tol.exact and _settle_by_fingerprint(task):
+            continue
+        if task.reference.tensor_source is None or task.other.tensor_source is None:
+            task.error = (f"{task.other.label()}: {task.name}: no values and no comparable fingerprints")
+            continue
+        groups.setdefault((id(task.reference), id(task.other)), []).append(task)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(lambda g: _compare_group(g, tol), groups.values()))
+
+
+def _copy_findings(tasks: list[CopyDiff], dims: ParallelDims | None, replicated: bool) -> list[Finding]:
+    grouped: dict[tuple[str, str], list[CopyDiff]] = {}
+    for task in tasks:
+        if task.error is None and task.n_differ:
+            grouped.setdefault((task.kind, task.name), []).append(task)
+    findings = []
+    for (kind, name), group in grouped.items():
+        worst = max(group, key=lambda t: (t.max_abs or 0.0, t.fraction or 0.0))
+        ranks = sorted({placement_rank(t.other.coords, dims, replicated) for t in group})
+        meta = worst.other.tensors[name]
+        axis = {TIED: "pp", DP: "dp", TP: "tp"}[kind]
+        how = ("hashes differ (fingerprint-only dumps: values not available)" if worst.by_fingerprint else
+               f"max |diff| {worst.max_abs:.3g}, {100 * (worst.fraction or 0):.3g}% of elements differ")
+        detail = (f"{len(group)} {'copy differs' if len(group) == 1 else 'copies differ'} from the "
+                  f"{axis}={worst.reference.coords.axis(axis)} copy; {how}")
+        if kind == TIED and meta.tie is not None:
+            detail += (f"; tied module {meta.tie.key!r}" + ("" if meta.tie.synced else
+                       ", NOT a tied attribute: DeepSpeed never synchronises or reduces it"))
+        if kind == TP:
+            detail += f"; expected equal: {tp_duplicate_reason(meta)}"
+        findings.append(Finding(
+            kind=kind, name=name, ranks=ranks, where=describe_ranks(ranks, dims), detail=detail,
+            max_abs=worst.max_abs, fraction=worst.fraction, module_class=meta.module_class,
+            pairs=[{"reference": t.reference.label(), "other": t.other.label(), "max_abs": t.max_abs,
+                    "fraction": t.fraction,
+                    "other_coords": {"rank": t.other.coords.rank, "pp": t.other.coords.pp, "tp": t.other.coords.tp,
+                                     "dp": t.other.coords.dp}} for t in group],
+        ))
+    return findings
+
+
+def _audit(dumps: list[RankDump], dims: ParallelDims | None, replicated: bool) -> tuple[list[Finding], int, list[str]]:
+    flagged: dict[str, tuple[list[int], str, dict, str]] = {}
+    checked = 0
+    with_groups = [d for d in dumps if any(m.group is not None for m in d.tensors.values())]
+    notes = []
+    if not with_groups:
+        notes.append("no optimizer-group metadata: param-group audit skipped (pass param_groups= or optimizer= "
+                     "to weightdiff.dump; a checkpoint needs its zero_pp_rank_0_* optimizer files)")
+    for d in with_groups:
+        for name, meta in d.tensors.items():
+            if meta.group is None:
+                continue
+            checked += 1
+            reason = no_decay_reason(meta)
+            decay = meta.group.get("weight_decay", 0) or 0
+            if reason and isinstance(decay, (int, float)) and decay > 0:
+                entry = flagged.setdefault(name, ([], reason, meta.group, meta.module_class))
+                entry[0].append(placement_rank(d.coords, dims, replicated))
+    findings = []
+    for name, (ranks, reason, group, cls) in flagged.items():
+        index = f" (group {group.get('name', '')})" if group.get("name") else ""
+        findings.append(Finding(kind=AUDIT, name=name, ranks=sorted(ranks), where=describe_ranks(ranks, dims),
+                                detail=f"decayed (weight_decay={group['weight_decay']}{index}) but {reason}",
+                                module_class=cls))
+    return findings, checked, notes
+
+
+def build_check_report(sel: Selection, tol: Tolerance, *, jobs: int = 2) -> CheckReport:
+    dumps = list(sel.dumps.values())
+    if sel.kind == "deepspeed-checkpoint":
+        from weightdiff.read.checkpoint import with_optimizer_groups
+
+        dumps = [with_optimizer_groups(d) for d in dumps]
+    dims = infer_dims(dumps)
+    replicated = all(d.replicated_dp for d in dumps)
+    tasks, counts = _copy_tasks(dumps)
+    _run_copy_checks(tasks, tol, jobs)
+    findings = _copy_findings(tasks, dims, replicated)
+    audit, audited, notes = _audit(dumps, dims, replicated)
+    order = {TIED: 0, DP: 1, TP: 2, AUDIT: 3}
+    findings = sorted(findings, key=lambda f: (order[f.kind], -(f.max_abs or 0.0), f.name)) + audit
+    if sel.kind == "deepspeed-checkpoint":
+        notes.append("a checkpoint holds one copy per (pp, tp) and no tied head copy: dp replicas and tied "
+                     "copies cannot be checked in it; dump the weights for that")
+    return CheckReport(
+        path=str(sel.path), kind=sel.kind, iteration=sel.iteration, tag=sel.tag, ranks=len(dumps),
+        dims={"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": "-".join(dims.axes)} if dims else None,
+        tolerance=tol, checked={TIED: counts[TIED], DP: counts[DP], TP: counts[TP], AUDIT: audited},
+        findings=findings, notes=notes, errors=list(sel.errors) + [t.error for t in tasks if t.error],
+        warnings=list(sel.warnings),
+    )

@@ -1,0 +1,191 @@
+"""`weightdiff a/ b/`: pair rank dumps by (pp, tp, dp) and compare every parameter of every pair.
+
+Pairs are compared in parallel (threads: torch's kernels and safetensors' reads release the GIL), each pair
+streaming one tensor at a time. A checkpoint stands for every dp rank of its (pp, tp). A pair that cannot be
+read gives one error and the other pairs go on. Only the parameters that differ are kept per pair, with a
+count of the equal ones, so a report over thousands of ranks stays small.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from topology import RankCoords
+from weightdiff.analysis.classify import norm_reason
+from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
+from weightdiff.errors import BadInput
+from weightdiff.read.sources import Selection
+from weightdiff.read.values import open_values
+from weightdiff.records import RankDump, TensorMeta
+
+# Statuses of one parameter of one pair. "restored" is informational (not a difference).
+DIFFERS, SHAPE, DTYPE, MISSING_A, MISSING_B, NOT_SAVED, RESTORED, UNREADABLE = (
+    "differs", "shape", "dtype", "missing in a", "missing in b", "not saved", "restored by load", "unreadable")
+NOT_DIFFERENCES = {RESTORED}
+ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "float32": 4, "int32": 4, "bfloat16": 2, "float16": 2,
+            "int16": 2}
+
+
+@dataclass
+class ParamDiff:
+    name: str
+    status: str
+    coords: RankCoords  # where (the dump side's coordinates when the other side is a checkpoint)
+    numel: int = 0
+    n_differ: int = 0
+    max_abs: float = 0.0
+    mean_abs: float = 0.0
+    fraction: float = 0.0
+    first_index: list[int] | None = None
+    max_index: list[int] | None = None
+    shape_a: list[int] | None = None
+    shape_b: list[int] | None = None
+    dtype_a: str | None = None
+    dtype_b: str | None = None
+    reset_to: str | None = None  # "ones" / "zeros": b now equals a default initialisation and a did not
+    module_class: str = ""
+    norm: str | None = None  # why it is a norm parameter, when it is
+    note: str = ""
+    by_fingerprint: bool = False  # decided from the sidecars' hashes, values not read
+
+    @property
+    def is_difference(self) -> bool:
+        return self.status not in NOT_DIFFERENCES
+
+
+@dataclass
+class PairResult:
+    coords_a: RankCoords
+    coords_b: RankCoords
+    source_a: str
+    source_b: str
+    diffs: list[ParamDiff] = field(default_factory=list)
+    n_equal: int = 0
+    n_compared: int = 0
+    elements: int = 0
+    bytes_read: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def pair_keys(a: Selection, b: Selection) -> tuple[list[tuple[RankDump, RankDump]], list[RankDump], list[RankDump]]:
+    """(pairs, only in a, only in b). A checkpoint side matches every dp rank of its (pp, tp)."""
+    def match_key(dump: RankDump, other_replicated: bool) -> tuple:
+        return (dump.coords.pp, dump.coords.tp) if other_replicated or dump.replicated_dp else dump.key
+
+    a_repl = any(d.replicated_dp for d in a.dumps.values())
+    b_repl = any(d.replicated_dp for d in b.dumps.values())
+    b_index = {match_key(d, a_repl): d for d in b.dumps.values()}
+    pairs, only_a, used = [], [], set()
+    for key in sorted(a.dumps):
+        da = a.dumps[key]
+        db = b_index.get(match_key(da, b_repl))
+        if db is None:
+            only_a.append(da)
+        else:
+            pairs.append((da, db))
+            used.add(id(db))
+    only_b = [d for d in b.dumps.values() if id(d) not in used]
+    return pairs, only_a, sorted(only_b, key=lambda d: d.key)
+
+
+def _where(da: RankDump, db: RankDump) -> RankCoords:
+    return da.coords if db.replicated_dp and not da.replicated_dp else db.coords
+
+
+def _absent_status(present: TensorMeta, reason: str) -> tuple[str, str]:
+    if present.tie is not None and present.tie.synced and present.tie.ranks:
+        return RESTORED, (f"tied copy not stored ({reason}); DeepSpeed broadcasts tied attribute "
+                          f"{present.leaf} from the first stage after a load")
+    if present.tie is not None and not present.tie.synced:
+        return NOT_SAVED, (f"not stored ({reason}) and not a tied attribute of module {present.tie.key!r}: "
+                           "after a load it keeps its initial values")
+    return NOT_SAVED, f"not stored ({reason})"
+
+
+def compare_pair(da: RankDump, db: RankDump, tol: Tolerance, *, trust_fingerprints: bool = False) -> PairResult:
+    where = _where(da, db)
+    result = PairResult(coords_a=da.coords, coords_b=db.coords, source_a=str(da.source), source_b=str(db.source))
+    names = list(da.tensors) + [n for n in db.tensors if n not in da.tensors]
+    need_values = da.mode == "full" and db.mode == "full"
+    try:
+        if need_values:
+            with open_values(da.tensor_source) as va, open_values(db.tensor_source) as vb:
+                for name in names:
+                    _compare_one(result, da, db, name, where, tol, va, vb, trust_fingerprints)
+        else:
+            for name in names:
+                _compare_one(result, da, db, name, where, tol, None, None, True)
+    except BadInput as e:
+        result.errors.append(str(e))
+    return result
+
+
+def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, where: RankCoords, tol: Tolerance,
+                 va, vb, use_fingerprints: bool) -> None:
+    ma, mb = da.tensors.get(name), db.tensors.get(name)
+    meta = ma or mb
+    base = dict(name=name, coords=where, module_class=meta.module_class, norm=norm_reason(meta))
+    if ma is None or mb is None:
+        side_absent, present = (db, ma) if mb is None else (da, mb)
+        if name in side_absent.absent:
+            status, note = _absent_status(present, side_absent.absent[name])
+        else:
+            status, note = (MISSING_B if mb is None else MISSING_A), ""
+        result.diffs.append(ParamDiff(**base, status=status, note=note, numel=present.numel,
+                                      shape_a=list(ma.shape) if ma else None, shape_b=list(mb.shape) if mb else None))
+        return
+    result.n_compared += 1
+    if ma.shape != mb.shape:
+        result.diffs.append(ParamDiff(**base, status=SHAPE, shape_a=list(ma.shape), shape_b=list(mb.shape),
+                                      dtype_a=ma.dtype, dtype_b=mb.dtype, numel=max(ma.numel, mb.numel)))
+        result.errors.append(f"{where.label()}: {name} has shape {list(ma.shape)} in a, {list(mb.shape)} in b; "
+                             "values not compared")
+        return
+    fa, fb = ma.fingerprint, mb.fingerprint
+    if use_fingerprints and tol.exact and fa is not None and fb is not None and ma.dtype == mb.dtype:
+        if fa.sha256 == fb.sha256:
+            result.n_equal += 1
+            return
+        if va is None:
+            result.diffs.append(ParamDiff(**base, status=DIFFERS, numel=ma.numel, dtype_a=ma.dtype, dtype_b=mb.dtype,
+                                          max_abs=abs(fa.absmax - fb.absmax), by_fingerprint=True,
+                                          note=f"hashes differ; norm {fa.norm:.6g} -> {fb.norm:.6g}"))
+            return
+    if va is None:
+        result.diffs.append(ParamDiff(**base, status=UNREADABLE, numel=ma.numel,
+                                      note="no values and no comparable fingerprints"))
+        return
+    vd = compare_tensor(va, vb, name, ma.shape, tol, max(ITEMSIZE.get(ma.dtype, 1), ITEMSIZE.get(mb.dtype, 1)))
+    result.elements += ma.numel
+    result.bytes_read += ma.numel * ITEMSIZE.get(ma.dtype, 1) + mb.numel * ITEMSIZE.get(mb.dtype, 1)
+    if vd.n_differ == 0 and ma.dtype == mb.dtype:
+        result.n_equal += 1
+        return
+    result.diffs.append(_from_values(base, vd, ma, mb))
+
+
+def _from_values(base: dict, vd: ValueDiff, ma: TensorMeta, mb: TensorMeta) -> ParamDiff:
+    reset = None
+    if vd.n_differ and vd.b_constant is not None and vd.a_constant != vd.b_constant:
+        reset = "ones" if vd.b_constant == 1.0 else "zeros"
+    return ParamDiff(
+        **base, status=DIFFERS if vd.n_differ else DTYPE, numel=vd.numel, n_differ=vd.n_differ,
+        max_abs=vd.max_abs, mean_abs=vd.mean_abs, fraction=vd.fraction,
+        first_index=list(vd.first_index) if vd.first_index is not None else None,
+        max_index=list(vd.max_index) if vd.max_index is not None else None,
+        shape_a=list(ma.shape), shape_b=list(mb.shape), dtype_a=ma.dtype, dtype_b=mb.dtype, reset_to=reset,
+        note=f"dtype {ma.dtype} -> {mb.dtype}" if ma.dtype != mb.dtype else "",
+    )
+
+
+def compare_selections(a: Selection, b: Selection, tol: Tolerance, *, jobs: int = 2,
+                       trust_fingerprints: bool = False) -> tuple[list[PairResult], list[RankDump], list[RankDump]]:
+    pairs, only_a, only_b = pair_keys(a, b)
+    if jobs <= 1 or len(pairs) <= 1:
+        results = [compare_pair(da, db, tol, trust_fingerprints=trust_fingerprints) for da, db in pairs]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(lambda p: compare_pair(p[0], p[1], tol, trust_fingerprints=trust_fingerprints),
+                                    pairs))
+    return results, only_a, only_b

@@ -1,0 +1,74 @@
+"""The `weightdiff` command: `weightdiff a/ b/` (diff is the default verb) and `weightdiff check DIR`.
+
+`main(argv) -> int` parses, runs one verb, and turns a CommandError into `Error:`/`Hint:` lines on stderr
+and its exit code, in this one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rich.console import Console
+
+from weightdiff.commands import VERBS
+from weightdiff.commands.common import EXIT_CODES
+from weightdiff.errors import CommandError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weightdiff", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Find weights that changed across a save/load, desynchronised tied or replicated copies, "
+                    "and norms or biases in the weight-decay group, from per-rank dumps or DeepSpeed "
+                    "checkpoints.\n\n  weightdiff A/ B/            same as: weightdiff diff A/ B/\n"
+                    "  weightdiff check DIR",
+        epilog=EXIT_CODES)
+    verbs = parser.add_subparsers(dest="verb", metavar="{diff,check}")
+    for verb in VERBS:
+        module = importlib.import_module(f"weightdiff.commands.{verb}")
+        doc = module.__doc__ or ""
+        sub = verbs.add_parser(verb, help=doc.strip().splitlines()[0], description=doc,
+                               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
+        module.prepare_parser(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def _with_default_verb(argv: list[str]) -> list[str]:
+    if argv and argv[0] not in VERBS and not argv[0].startswith("-"):
+        return ["diff", *argv]
+    return argv
+
+
+def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = out or Console(highlight=False)
+    err = err or Console(stderr=True, highlight=False)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_with_default_verb(argv))
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2), already printed
+        return int(e.code or 0)
+    if getattr(args, "run", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args, out, err)
+    except CommandError as e:
+        err.print(f"Error: {e}", highlight=False, soft_wrap=True)
+        if e.hint:
+            err.print(f"Hint: {e.hint}", highlight=False, soft_wrap=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        err.print("Error: interrupted")
+        return 130
+
+
+def console_script() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    console_script()

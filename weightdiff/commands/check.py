@@ -1,0 +1,54 @@
+"""Check one moment of one run for internal consistency: weightdiff check DIR
+
+- tied copies (e.g. the input and output embedding on the first and last stage) equal, for every tp and dp;
+- data-parallel replicas equal for the same (pp, tp);
+- tensor-parallel duplicates (norms, row-parallel biases, non-*Parallel* layers) equal across tp;
+- param groups: norm weights, biases and the embedding norm must not be weight-decayed. Norms are found by
+  the module's MRO, the parameter's dimension and its name, so an alias or a subclass cannot hide one.
+By default the last after-dump is checked; --iteration/--tag choose another. DIR may be a DeepSpeed
+checkpoint (then only the param-group audit and nothing per dp rank applies).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from weightdiff.commands.common import add_common, exit_code, report_problems, tolerance
+from weightdiff.errors import BadInput, CommandError
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", type=Path, help="folder with one run's dumps (or a DeepSpeed checkpoint)")
+    parser.add_argument("--iteration", type=int, help="iteration to check (default: the last)")
+    parser.add_argument("--tag", help="dump tag to check (default: after, when present)")
+    add_common(parser)
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from weightdiff.analysis.check_report import build_check_report
+    from weightdiff.read.sources import select
+
+    tol = tolerance(args)
+    try:
+        sel = select(args.dir, iteration=args.iteration, tag=args.tag, which="last", prefer_tag="after",
+                     jobs=args.jobs)
+    except BadInput as e:
+        raise CommandError(str(e), hint="give a folder of weightdiff dumps or a DeepSpeed checkpoint") from None
+    report = build_check_report(sel, tol, jobs=args.jobs)
+    if args.json:
+        from weightdiff.render.jsonout import to_json
+
+        out.file.write(to_json(report) + "\n")
+    else:
+        from weightdiff.render.text import render_check
+
+        render_check(report, out, limit=args.limit)
+    if args.png:
+        from weightdiff.render.plots import check_heatmap
+
+        check_heatmap(report, Path(args.png))
+    report_problems(err, report.errors, report.warnings)
+    return exit_code(bool(report.findings), report.errors)

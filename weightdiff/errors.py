@@ -1,0 +1,19 @@
+"""The two errors weightdiff's readers and commands raise; each carries a one-line message for stderr."""
+
+from __future__ import annotations
+
+
+class BadInput(Exception):
+    """A file or folder that cannot be read as what it claims to be. The message is one line naming it.
+
+    Readers raise it for one rank or one file at a time, so that a caller can report it and go on with the rest.
+    """
+
+
+class CommandError(Exception):
+    """Ends a command: `weightdiff.cli.main` prints `Error: <message>` (and the hint) and returns `exit_code`."""
+
+    def __init__(self, message: str, *, exit_code: int = 2, hint: str | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.hint = hint

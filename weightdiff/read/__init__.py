@@ -1,0 +1,1 @@
+"""Readers: dump sidecars, DeepSpeed checkpoint folders, and the tensor values behind both."""

@@ -1,0 +1,299 @@
+"""DeepSpeed checkpoint folders as RankDumps, so that two checkpoints (or a checkpoint and a dump) compare
+with no dump code in the training run.
+
+Layout (deepspeed 0.19.8, pipeline engine; `latest` names the tag folder):
+
+    latest                                           "global_step2"
+    global_step2/layer_NN[-model_TT]-model_states.pt  one state dict per pipeline layer (and TP rank TT);
+                                                     written by dp rank 0 only; NN is the global layer index
+    global_step2/mp_rank_XX_model_states.pt          per (pp, tp): XX = pp * tp_degree + tp; holds
+                                                     `param_shapes` (ZeRO: names per optimizer group, in
+                                                     order), global_steps, dp_world_size, parallel degrees;
+                                                     `module` is the whole state dict when not pipelined
+    global_step2/zero_pp_rank_D_mp_rank_XX_optim_states.pt   ZeRO: dp rank D's optimizer partition,
+                                                     with the groups' hyperparameters
+
+A layer file's keys are local ("word_embeddings.weight"); the full names ("tied_modules.embed.word_embeddings
+.weight", "3.dense.weight") and the stage that owns each layer come from `param_shapes`. A tied layer with a
+`forward_fn` (the output head on the last stage) has no file: its names are recorded in `RankDump.absent`.
+
+Safe loading: every file goes through `torch.load(weights_only=True)`. Layer and mp_rank files load as they
+are. ZeRO optimizer files pickle three DeepSpeed objects (`fragment_address`, `LossScaler`, `ZeroStageEnum`);
+they are allowlisted as an inert stand-in class (`Opaque`) under those names, so neither DeepSpeed nor any
+code named in the file is imported or run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from topology import ParallelDims, RankCoords
+from weightdiff.errors import BadInput
+from weightdiff.read.values import one_line
+from weightdiff.records import RankDump, TensorMeta
+
+LAYER_FILE = re.compile(r"^layer_(\d+)(?:-model_(\d+))?-model_states\.pt$")
+MP_FILE = re.compile(r"^mp_rank_(\d+)_model_states\.pt$")
+ZERO_FILE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+OPAQUE_GLOBALS = (
+    "deepspeed.utils.tensor_fragment.fragment_address",
+    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.zero.config.ZeroStageEnum",
+)
+
+
+class Opaque:
+    """Inert stand-in for a DeepSpeed object in a checkpoint: keeps its arguments and state as data."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.args, self.kwargs = args, kwargs
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+def safe_load(path: Path, *, mmap: bool = False) -> Any:
+    try:
+        with torch.serialization.safe_globals([(Opaque, name) for name in OPAQUE_GLOBALS]):
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except Exception as e:
+        raise BadInput(f"{path}: cannot load with torch.load(weights_only=True) ({one_line(e)})") from None
+
+
+def is_checkpoint_folder(path: Path) -> bool:
+    return (path / "latest").is_file() or _has_model_files(path)
+
+
+def _has_model_files(path: Path) -> bool:
+    return any(MP_FILE.match(p.name) or LAYER_FILE.match(p.name) for p in path.iterdir() if p.is_file())
+
+
+def tag_folders(path: Path) -> list[Path]:
+    """The tag folders (e.g. global_step2/) under a checkpoint folder, oldest step first; or [path] itself."""
+    if _has_model_files(path):
+        return [path]
+    found = [p for p in path.iterdir() if p.is_dir() and _has_model_files(p)]
+    return sorted(found, key=lambda p: (_step_number(p.name), p.name))
+
+
+def _step_number(name: str) -> int:
+    digits = re.findall(r"\d+", name)
+    return int(digits[-1]) if digits else -1
+
+
+def latest_tag_folder(path: Path) -> Path:
+    if _has_model_files(path):
+        return path
+    latest = path / "latest"
+    if latest.is_file():
+        tag = latest.read_text().strip()
+        if not (path / tag).is_dir():
+            raise BadInput(f"{latest}: names tag {tag!r}, but {path / tag} does not exist")
+        return path / tag
+    folders = tag_folders(path)
+    if not folders:
+        raise BadInput(f"{path}: no DeepSpeed checkpoint (no 'latest', no mp_rank_*/layer_* files)")
+    return folders[-1]
+
+
+@dataclass
+class CheckpointValues:
+    """Where each full parameter name's values are: (file, key in that file's state dict)."""
+
+    locations: dict[str, tuple[Path, str]]
+
+    def open(self) -> "_OpenCheckpoint":
+        return _OpenCheckpoint(self.locations)
+
+
+class _OpenCheckpoint:
+    def __init__(self, locations: dict[str, tuple[Path, str]]):
+        self.locations = locations
+        self._loaded: dict[Path, dict] = {}
+
+    def names(self) -> set[str]:
+        return set(self.locations)
+
+    def get(self, name: str) -> torch.Tensor:
+        path, key = self.locations[name]
+        if path not in self._loaded:
+            state = safe_load(path, mmap=True)
+            if MP_FILE.match(path.name):
+                state = state.get("module") or {}
+            self._loaded[path] = state
+        value = self._loaded[path].get(key)
+        if not isinstance(value, torch.Tensor):
+            raise BadInput(f"{path}: no tensor {key!r}")
+        return value
+
+    def rows(self, name: str, start: int, stop: int) -> torch.Tensor:
+        return self.get(name)[start:stop]
+
+    def close(self) -> None:
+        self._loaded.clear()
+
+
+@dataclass
+class _Stage:
+    pp: int
+    tp: int
+    mp_file: Path
+    state: dict
+    names: dict[str, int]  # full parameter name -> optimizer group index (ZeRO's param_shapes order)
+    shapes: dict[str, tuple[int, ...]]
+
+    def layer_range(self) -> tuple[int, int] | None:
+        numbers = [int(n.split(".", 1)[0]) for n in self.names if n.split(".", 1)[0].isdigit()]
+        return (min(numbers), max(numbers)) if numbers else None
+
+
+def _stage_names(state: dict) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    names, shapes = {}, {}
+    for index, group in enumerate(state.get("param_shapes") or []):
+        for name, shape in group.items():
+            names[name], shapes[name] = index, tuple(int(s) for s in shape)
+    for name, shape in (state.get("frozen_param_shapes") or {}).items():
+        names.setdefault(name, -1)
+        shapes[name] = tuple(int(s) for s in shape)
+    return names, shapes
+
+
+def _distance(idx: int, span: tuple[int, int] | None) -> int:
+    if span is None:
+        return 10**9
+    lo, hi = span
+    return 0 if lo <= idx <= hi else (lo - idx if idx < lo else idx - hi)
+
+
+def _map_layer(idx: int, keys: list[str], stages: list[_Stage]) -> tuple[_Stage, str] | None:
+    """The stage owning layer file `idx` and the prefix that turns its keys into full names."""
+    numbered = [s for s in stages if any(n.startswith(f"{idx}.") for n in s.names)]
+    if numbered:
+        return numbered[0], f"{idx}."
+    candidates = []
+    for s in stages:
+        tied_keys = {n.split(".")[1] for n in s.names if n.startswith("tied_modules.")}
+        for key in sorted(tied_keys):
+            prefix = f"tied_modules.{key}."
+            if keys and any(prefix + k in s.names for k in keys):
+                candidates.append((_distance(idx, s.layer_range()), s.pp, s, prefix))
+    if not candidates:
+        return None
+    _, _, stage, prefix = min(candidates, key=lambda c: (c[0], c[1]))
+    return stage, prefix
+
+
+def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
+    """One RankDump per (pp, tp) of a tag folder (dp=0, standing for every dp rank), and one-line errors."""
+    errors: list[str] = []
+    mp_files = sorted((int(m[1]), p) for p in folder.iterdir() if (m := MP_FILE.match(p.name)))
+    layer_files = sorted((int(m[1]), int(m[2] or 0), p) for p in folder.iterdir() if (m := LAYER_FILE.match(p.name)))
+    if not mp_files:
+        raise BadInput(f"{folder}: no mp_rank_*_model_states.pt: not a DeepSpeed checkpoint tag folder")
+    states = {}
+    for xx, path in mp_files:
+        try:
+            states[xx] = safe_load(path, mmap=True)
+        except BadInput as e:
+            errors.append(str(e))
+    if not states:
+        return [], errors
+    first = next(iter(states.values()))
+    degrees = first.get("checkpoint_parallel_dimensions") or {}
+    tp_degree = int(degrees.get("tp_degree") or (max((t for _, t, _ in layer_files), default=0) + 1))
+    pp_degree = int(degrees.get("pp_degree") or max(1, len(mp_files) // tp_degree))
+    dp_degree = int(first.get("dp_world_size") or 1)
+    dims = ParallelDims(tp=tp_degree, pp=pp_degree, dp=dp_degree)
+    iteration = int(first.get("global_steps") or 0)
+    stages = []
+    for xx, state in states.items():
+        pp, tp = divmod(xx, tp_degree)
+        names, shapes = _stage_names(state)
+        stages.append(_Stage(pp=pp, tp=tp, mp_file=folder / f"mp_rank_{xx:02d}_model_states.pt", state=state,
+                             names=names, shapes=shapes))
+
+    locations: dict[tuple[int, int], dict[str, tuple[Path, str]]] = {(s.pp, s.tp): {} for s in stages}
+    metas: dict[tuple[int, int], dict[str, TensorMeta]] = {(s.pp, s.tp): {} for s in stages}
+    for stage in stages:
+        module = stage.state.get("module")
+        if isinstance(module, dict):  # not pipelined: the whole model is in the mp_rank file
+            buffers = set(stage.state.get("buffer_names") or [])
+            for key, value in module.items():
+                if isinstance(value, torch.Tensor) and key not in buffers:
+                    _add(metas, locations, stage, key, value, stage.mp_file, key)
+    for idx, tp, path in layer_files:
+        try:
+            state = safe_load(path, mmap=True)
+        except BadInput as e:
+            errors.append(str(e))
+            continue
+        same_tp = [s for s in stages if s.tp == tp]
+        mapped = _map_layer(idx, list(state), same_tp) if any(s.names for s in same_tp) else None
+        if mapped is None and pp_degree == 1 and same_tp:
+            mapped = (same_tp[0], f"{idx}.")
+        if mapped is None:
+            errors.append(f"{path}: cannot tell which pipeline stage owns layer {idx} "
+                          "(no ZeRO param_shapes naming it); skipped")
+            continue
+        stage, prefix = mapped
+        for key, value in state.items():
+            name = prefix + key
+            if isinstance(value, torch.Tensor) and (not stage.names or name in stage.names):
+                _add(metas, locations, stage, name, value, path, key)
+
+    dumps = []
+    for stage in stages:
+        key = (stage.pp, stage.tp)
+        absent = {n: "listed in this stage's ZeRO param_shapes but in none of its checkpoint files "
+                     "(DeepSpeed saves no file for a tied layer with a forward_fn)"
+                  for n in stage.names if n not in metas[key]}
+        ordered = dict(sorted(metas[key].items(), key=lambda kv: _name_order(kv[0])))
+        dumps.append(RankDump(
+            coords=RankCoords(rank=dims.rank(dp=0, pp=stage.pp, tp=stage.tp), dp=0, pp=stage.pp, tp=stage.tp),
+            iteration=iteration, tag="checkpoint", source=folder, kind="deepspeed-checkpoint", mode="full",
+            tensors=ordered, tensor_source=CheckpointValues(locations[key]), world_size=dims.world_size,
+            dims={"tp": tp_degree, "pp": pp_degree, "dp": dp_degree}, replicated_dp=True, absent=absent,
+        ))
+    return dumps, errors
+
+
+def _name_order(name: str) -> tuple:
+    head = name.split(".", 1)[0]
+    return (0, "", name) if name.startswith("tied_modules.") else (1, int(head) if head.isdigit() else 10**9, name)
+
+
+def _add(metas, locations, stage: _Stage, name: str, value: torch.Tensor, path: Path, key: str) -> None:
+    metas[(stage.pp, stage.tp)][name] = TensorMeta(
+        name=name, shape=tuple(value.shape), dtype=str(value.dtype).removeprefix("torch."),
+        group_index=stage.names.get(name) if stage.names.get(name, -1) >= 0 else None,
+    )
+    locations[(stage.pp, stage.tp)][name] = (path, key)
+
+
+def optimizer_groups(folder: Path, xx: int) -> list[dict[str, Any]] | None:
+    """The optimizer groups' hyperparameters saved by dp rank 0 of model-parallel rank `xx` (ZeRO), or None."""
+    matches = [p for p in folder.iterdir() if (m := ZERO_FILE.match(p.name)) and int(m[1]) == 0 and int(m[2]) == xx]
+    if not matches:
+        return None
+    state = safe_load(matches[0], mmap=True)
+    groups = (state.get("optimizer_state_dict") or {}).get("base_optimizer_state", {}).get("param_groups")
+    if not isinstance(groups, list):
+        return None
+    return [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k != "params"} for g in groups]
+
+
+def with_optimizer_groups(dump: RankDump) -> RankDump:
+    """The same checkpoint RankDump with each parameter's group hyperparameters from the ZeRO files (dp 0)."""
+    tp_degree = int((dump.dims or {}).get("tp", 1))
+    groups = optimizer_groups(dump.source, dump.coords.pp * tp_degree + dump.coords.tp)
+    if not groups:
+        return dump
+    tensors = {name: replace(meta, group=groups[meta.group_index])
+               if meta.group_index is not None and meta.group_index < len(groups) else meta
+               for name, meta in dump.tensors.items()}
+    return replace(dump, tensors=tensors)

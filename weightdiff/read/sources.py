@@ -1,0 +1,138 @@
+"""A folder given on the command line -> the rank dumps to work on: one (iteration, tag) of a dump set, or one
+tag folder of a DeepSpeed checkpoint.
+
+Dump files are found anywhere under the folder (`RUN/`, `RUN/weights/` or a copy made with `mv debug-* a/`),
+selected by the iteration and tag in their names, and only then read: a run with 384 ranks and 1,000 dumped
+iterations costs 384 sidecar reads, not 768,000. Problems with single files (truncated, foreign, a tensor file
+without its sidecar, two dumps of one rank) become one-line errors; the rest is still used.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from weightdiff.errors import BadInput
+from weightdiff.naming import DumpName, parse_name
+from weightdiff.read.checkpoint import is_checkpoint_folder, latest_tag_folder, read_checkpoint, tag_folders
+from weightdiff.read.sidecar import read_sidecar
+from weightdiff.records import RankDump
+
+
+@dataclass
+class Selection:
+    """The dumps of one folder chosen for a comparison or a check, keyed by (pp, tp, dp)."""
+
+    path: Path
+    kind: str  # "dumps" or "deepspeed-checkpoint"
+    iteration: int | None
+    tag: str | None
+    dumps: dict[tuple[int, int, int], RankDump]
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    iterations: list[int] = field(default_factory=list)  # every iteration available with this tag
+
+    def describe(self) -> str:
+        what = "checkpoint" if self.kind == "deepspeed-checkpoint" else f"{self.tag}-dump of iteration"
+        return f"{self.path} ({what} {self.iteration}, {len(self.dumps)} ranks)"
+
+
+def _dump_names(path: Path) -> tuple[list[tuple[DumpName, Path]], list[str]]:
+    found, errors = [], []
+    sidecars = set()
+    for p in sorted(path.rglob("debug-*")):
+        parsed = parse_name(p.name)
+        if parsed is None or not p.is_file():
+            continue
+        if p.suffix == ".json":
+            found.append((parsed, p))
+            sidecars.add(p.with_suffix(""))
+    for p in sorted(path.rglob("debug-*.safetensors")):
+        if p.with_suffix("") not in sidecars and parse_name(p.name):
+            errors.append(f"{p}: tensor file without its .json sidecar (dump interrupted?); skipped")
+    return found, errors
+
+
+def select(path: str | Path, *, iteration: int | None = None, tag: str | None = None, which: str = "last",
+           prefer_tag: str = "after", jobs: int = 8) -> Selection:
+    """Choose one moment in `path`: `iteration` (default: the last or first one, per `which`) and `tag`
+    (default: `prefer_tag` when such dumps exist). Raises BadInput when nothing at all can be used."""
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"{path}: no such folder")
+    if not path.is_dir():
+        raise BadInput(f"{path}: not a folder (give the folder that holds the dumps or the checkpoint)")
+    names, errors = _dump_names(path)
+    if not names:
+        if is_checkpoint_folder(path):
+            return _select_checkpoint(path, iteration)
+        if errors:
+            raise BadInput(errors[0])
+        raise BadInput(f"{path}: no weightdiff dumps (debug-*.json) and no DeepSpeed checkpoint here")
+    tags = {n.tag for n, _ in names}
+    if tag is None:
+        tag = prefer_tag if prefer_tag in tags else sorted(tags)[0]
+    elif tag not in tags:
+        raise BadInput(f"{path}: no {tag!r} dumps (tags present: {', '.join(sorted(tags))})")
+    with_tag = [(n, p) for n, p in names if n.tag == tag]
+    iterations = sorted({n.iteration for n, _ in with_tag})
+    if iteration is None:
+        iteration = iterations[-1] if which == "last" else iterations[0]
+    elif iteration not in iterations:
+        raise BadInput(f"{path}: no {tag}-dumps of iteration {iteration} (available: {_span(iterations)})")
+    chosen = [p for n, p in with_tag if n.iteration == iteration]
+    warnings = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(_read_or_error, chosen))
+    dumps: dict[tuple[int, int, int], RankDump] = {}
+    for result in results:
+        if isinstance(result, str):
+            errors.append(result)
+            continue
+        old = dumps.get(result.key)
+        if old is not None:
+            newer, older = sorted([old, result], key=lambda d: d.created or 0, reverse=True)
+            warnings.append(f"two {tag}-dumps of iteration {iteration} for {result.label()} "
+                            f"({older.source.name}, {newer.source.name}): using the newer")
+            result = newer
+        dumps[result.key] = result
+    if not dumps:
+        raise BadInput(errors[0] if errors else f"{path}: no readable dumps")
+    return Selection(path=path, kind="dumps", iteration=iteration, tag=tag, dumps=dumps, errors=errors,
+                     warnings=warnings, iterations=iterations)
+
+
+def _read_or_error(sidecar: Path) -> RankDump | str:
+    try:
+        dump = read_sidecar(sidecar)
+    except BadInput as e:
+        return str(e)
+    named = parse_name(sidecar.name)
+    if named is not None and (named.coords != dump.coords or named.iteration != dump.iteration):
+        return (f"{sidecar}: its name says {named.coords.label()} iteration {named.iteration}, its content "
+                f"{dump.label()} iteration {dump.iteration}; skipped")
+    return dump
+
+
+def _select_checkpoint(path: Path, iteration: int | None) -> Selection:
+    if iteration is None:
+        folder = latest_tag_folder(path)
+    else:
+        folders = tag_folders(path)
+        matching = [f for f in folders if f.name == f"global_step{iteration}" or f.name == str(iteration)]
+        if not matching:
+            raise BadInput(f"{path}: no checkpoint of step {iteration} "
+                           f"(tag folders: {', '.join(f.name for f in folders) or 'none'})")
+        folder = matching[0]
+    dumps, errors = read_checkpoint(folder)
+    if not dumps:
+        raise BadInput(errors[0] if errors else f"{folder}: no readable checkpoint files")
+    return Selection(path=path, kind="deepspeed-checkpoint", iteration=dumps[0].iteration, tag="checkpoint",
+                     dumps={d.key: d for d in dumps}, errors=errors)
+
+
+def _span(values: list[int]) -> str:
+    from topology import fold_ranks
+
+    return fold_ranks(values)

@@ -1,0 +1,1 @@
+"""Renderers: rich text, JSON (the same fields), PNG pictures. They never compute a verdict themselves."""

@@ -1,0 +1,115 @@
+"""Rich terminal views of a DiffReport and a CheckReport. They take a Console, so tests render into a string.
+
+Each difference is a two-line entry (what and where; by how much and why it matters) rather than a table
+row: parameter names are long, and the entry must stay readable in an 80-column terminal and with grep.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from weightdiff.analysis.check_report import CheckReport, Finding
+from weightdiff.analysis.diff_report import DiffReport, ParamSummary
+
+
+def fmt_float(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):
+        return "nan" if x != x else ("inf" if x > 0 else "-inf")
+    return f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
+
+
+def fmt_fraction(f: float | None) -> str:
+    if f is None:
+        return "-"
+    if f == 0:
+        return "0%"
+    return f"{100 * f:.2g}%" if 100 * f < 1 else f"{100 * f:.3g}%"
+
+
+def _side(label: str, side) -> str:
+    if side.kind == "deepspeed-checkpoint":
+        return f"{label}: {side.path} (DeepSpeed checkpoint, step {side.iteration}, {side.ranks} (pp, tp) slices)"
+    return f"{label}: {side.path} ({side.tag}-dumps of iteration {side.iteration}, {side.ranks} ranks)"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _param_lines(i: int, p: ParamSummary) -> tuple[str, str]:
+    head = f"{i:>3}. {p.name}  [bold]{escape(p.status)}[/] on {escape(p.where)} ({_plural(len(p.ranks), 'rank')})"
+    parts = []
+    if p.status in ("differs", "dtype") and not p.example.by_fingerprint:
+        parts.append(f"max |a-b| {fmt_float(p.max_abs)}, mean |a-b| {fmt_float(p.mean_abs)}, "
+                     f"{fmt_fraction(p.fraction)} of elements differ")
+    if p.reset_to:
+        parts.append(f"[bold]now all {p.reset_to}: back at a default initialisation[/]")
+    if p.example.first_index is not None and p.fraction < 0.5:
+        parts.append(f"first at index {p.example.first_index}")
+    if p.example.dtype_a and p.example.dtype_b and p.example.dtype_a != p.example.dtype_b:
+        parts.append(f"dtype {p.example.dtype_a} -> {p.example.dtype_b}")
+    if p.status == "shape":
+        parts.append(f"shape {p.example.shape_a} -> {p.example.shape_b}")
+    if p.note and "dtype" not in p.note:
+        parts.append(escape(p.note))
+    parts.append(escape(p.norm) if p.norm else escape(p.module_class or ""))
+    return head, "       " + "; ".join(x for x in parts if x)
+
+
+def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> None:
+    console.print(_side("a", report.a), highlight=False)
+    console.print(_side("b", report.b), highlight=False)
+    console.print(f"compared {_plural(report.compared_pairs, 'rank pair')}, "
+                  f"{_plural(report.compared_tensors, 'tensor')}, {report.compared_elements:,} elements "
+                  f"({report.tolerance.describe()}); {report.equal_tensors} tensors equal", highlight=False)
+    verdict = Text("DIFFERENT: ", style="bold red") if report.params else Text("SAME: ", style="bold green")
+    console.print(verdict + Text(report.headline), highlight=False)
+    for i, p in enumerate(report.params[:limit], 1):
+        for line in _param_lines(i, p):
+            console.print(line, highlight=False, soft_wrap=True)
+    if len(report.params) > limit:
+        console.print(f"  ... and {len(report.params) - limit} more parameters (--limit N, or --json for all)")
+    if report.informational:
+        console.print("not differences, for information:")
+        for p in report.informational:
+            console.print(f"  {p.name} on {p.where}: {p.status}: {p.note}", highlight=False, soft_wrap=True)
+    for label, ranks in (("a", report.only_in_a), ("b", report.only_in_b)):
+        if ranks:
+            console.print(f"only in {label}: {', '.join(ranks[:8])}{' ...' if len(ranks) > 8 else ''}",
+                          highlight=False)
+    if report.errors:
+        console.print(f"{_plural(len(report.errors), 'input problem')} (on stderr); everything else was compared")
+
+
+def _finding_lines(i: int, f: Finding) -> tuple[str, str]:
+    size = ""
+    if f.max_abs is not None:
+        size = f", max |diff| {fmt_float(f.max_abs)}"
+    return (f"{i:>3}. \\[{f.kind}] {f.name} on {escape(f.where)}{size}",
+            f"       {escape(f.detail)}" + (f"; class {f.module_class}" if f.module_class and f.module_class not in
+                                            f.detail else ""))
+
+
+def render_check(report: CheckReport, console: Console, *, limit: int = 40) -> None:
+    console.print(f"{report.path} ({report.describe_selection()})", highlight=False)
+    for kind, count in report.checked.items():
+        found = [f for f in report.findings if f.kind == kind]
+        status = (Text("FAIL", style="bold red") if found else
+                  Text("ok  ", style="green") if count else Text("n/a ", style="dim"))
+        console.print(Text(f"  {kind:<14}") + status + Text(f"  {count} checked, {len(found)} "
+                                                            f"finding{'' if len(found) == 1 else 's'}"))
+    for i, f in enumerate(report.findings[:limit], 1):
+        for line in _finding_lines(i, f):
+            console.print(line, highlight=False, soft_wrap=True)
+    if len(report.findings) > limit:
+        console.print(f"  ... and {len(report.findings) - limit} more findings (--limit N, or --json for all)")
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
