@@ -38,6 +38,8 @@ def resolve_backend(name: str, c_calls: bool) -> str:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name == "monitoring" and sys.version_info < (3, 12):
         raise ValueError("backend 'monitoring' needs Python 3.12 or newer (sys.monitoring)")
+    if name == "settrace" and c_calls:
+        raise ValueError("backend 'settrace' cannot see C calls; use 'setprofile' or 'auto' with C calls")
     if name != "auto":
         return name
     if sys.version_info >= (3, 12):

@@ -21,9 +21,15 @@ class SetprofileBackend:
         self.hooks = hooks
         self.classify = hooks.classify
         self.active = False
+        self._previous: tuple | None = None  # the hook installed before ours, put back at the end
         self._profile = None
 
     def _install(self, fn) -> None:
+        if self._previous is None:
+            self._previous = (sys.getprofile(),)
+            if self._previous[0] is not None:
+                print("Warning: hangdoctor tracing replaces this thread's setprofile function (a debugger, profiler or "
+                      "coverage?); it is put back when tracing stops", file=sys.stderr)
         if sys.version_info >= (3, 12):
             threading.setprofile_all_threads(fn)
         else:
@@ -97,3 +103,5 @@ class SetprofileBackend:
         else:
             threading.setprofile(None)  # type: ignore[arg-type]
             sys.setprofile(None)
+        if self._previous is not None and self._previous[0] is not None:
+            sys.setprofile(self._previous[0])

@@ -27,11 +27,15 @@ class SettraceBackend:
         self.hooks = hooks
         self.classify = hooks.classify
         self.active = False
-        self._trace = None
-        self._local = None
-        self._waiting = None
+        self._previous: tuple | None = None  # the hook installed before ours, put back at the end
+        self._trace, self._local = self._build()
 
     def _install(self, fn) -> None:
+        if self._previous is None:
+            self._previous = (sys.gettrace(),)
+            if self._previous[0] is not None:
+                print("Warning: hangdoctor tracing replaces this thread's settrace function (a debugger, profiler or "
+                      "coverage?); it is put back when tracing stops", file=sys.stderr)
         if sys.version_info >= (3, 12):
             threading.settrace_all_threads(fn)
         else:
@@ -40,9 +44,8 @@ class SettraceBackend:
 
     def adopt(self, frame) -> None:
         """A selected frame open at the start: give it the local trace function so that its return is heard."""
-        if self._local is not None:
-            frame.f_trace_lines = False
-            frame.f_trace = self._local
+        frame.f_trace_lines = False
+        frame.f_trace = self._local
 
     def wait(self, matcher, on_match) -> None:
         seen: dict = {}
@@ -65,10 +68,13 @@ class SettraceBackend:
                 return frame.f_trace
             return None
 
-        self._waiting = waiting
         self._install(waiting)
 
     def begin(self) -> None:
+        self.active = True
+        self._install(self._trace)
+
+    def _build(self):
         hooks = self.hooks
         cache_get, classify, emit, on_error = hooks.cache.get, hooks.classify, hooks.emit, hooks.on_error
 
@@ -98,9 +104,7 @@ class SettraceBackend:
                 on_error(e)
                 return None
 
-        self._local, self._trace = local, trace
-        self.active = True
-        self._install(trace)
+        return trace, local
 
     def end(self) -> None:
         self.active = False
@@ -109,3 +113,5 @@ class SettraceBackend:
         else:
             threading.settrace(None)  # type: ignore[arg-type]
             sys.settrace(None)
+        if self._previous is not None and self._previous[0] is not None:
+            sys.settrace(self._previous[0])

@@ -1,0 +1,108 @@
+"""The flight-recorder file format: what the recorder writes is what the reader returns, wrap-around keeps the
+newest events, torn records are refused, full tables degrade gracefully."""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+from tracing import ringformat as fmt
+from tracing.identity import RankIdentity
+from tracing.records import CALL, EXITED, RETURN, CodeLocation
+from tracing.recorder import OVERFLOW_THREAD, Recorder
+from tracing.ringreader import read_ring
+from tracing.ringwriter import RingWriter
+
+IDENTITY = RankIdentity(rank=3, local_rank=1, world_size=8, host="node7", pid=4242, rank_source="RANK",
+                        argv=("python", "train.py"))
+
+
+def make_recorder(path, capacity=64, **sizes) -> Recorder:
+    meta = {"identity": IDENTITY.to_dict(), "config": {"include": ["x"]}}
+    ring = RingWriter(str(path), capacity, meta, t0_mono_ns=0, t0_wall_ns=1_700_000_000_000_000_000, **sizes)
+    return Recorder(ring, None, t0_mono_ns=0)
+
+
+def loc(name: str) -> CodeLocation:
+    return CodeLocation("pkg.mod", name, "/src/pkg/mod.py", 10)
+
+
+def test_round_trip_identity_locations_events_and_open_frames(tmp_path):
+    rec = make_recorder(tmp_path / "r.ring")
+    emit = rec.make_emit()
+    outer, inner = rec.define(loc("Outer.run")), rec.define(loc("inner"))
+    emit(CALL, outer)
+    emit(CALL, inner)
+    emit(RETURN, inner)
+    emit(CALL, inner)
+    rec.ring.set_state(EXITED, exit_code=3)
+    trace = read_ring(str(tmp_path / "r.ring"))
+    assert trace.identity == IDENTITY
+    assert trace.config == {"include": ["x"]}
+    assert (trace.state, trace.exit_code) == (EXITED, 3)
+    assert [(e.word, e.loc.qualname, e.depth, e.seq, e.thread_seq) for e in trace.events] == [
+        ("call", "Outer.run", 0, 0, 0), ("call", "inner", 1, 1, 1), ("ret", "inner", 1, 2, 2), ("call", "inner", 1, 3, 3)]
+    assert trace.events[0].loc == loc("Outer.run")
+    assert [f.qualname for f in trace.main_thread.open_frames] == ["Outer.run", "inner"]
+    assert trace.main_thread.name == threading.current_thread().name
+    assert all(e.wall_ns >= trace.start_wall_ns for e in trace.events)
+
+
+def test_wrap_around_keeps_the_newest_capacity_events(tmp_path):
+    rec = make_recorder(tmp_path / "r.ring", capacity=16)
+    emit = rec.make_emit()
+    code = rec.define(loc("f"))
+    for _ in range(20):
+        emit(CALL, code)
+        emit(RETURN, code)
+    trace = read_ring(str(tmp_path / "r.ring"))
+    assert trace.total_events == 40
+    assert [e.seq for e in trace.events] == list(range(24, 40))
+    assert trace.dropped_events == 24
+    assert trace.main_thread.open_frames == []
+
+
+def test_torn_records_are_refused(tmp_path):
+    path = tmp_path / "r.ring"
+    rec = make_recorder(path, capacity=16)
+    emit = rec.make_emit()
+    code = rec.define(loc("f"))
+    for _ in range(5):
+        emit(CALL, code)
+    data = bytearray(path.read_bytes())
+    head = dict(zip(fmt.FIXED_FIELDS, fmt.FIXED.unpack_from(data, 0)))
+    # Record 2 got its first half only (its trailing seq copy is stale), record 4 (the newest) too.
+    for seq in (2, 4):
+        struct.pack_into("<I", data, head["records_off"] + seq * fmt.RECORD_SIZE + 28, 999)
+    path.write_bytes(bytes(data))
+    trace = read_ring(str(path))
+    assert [e.seq for e in trace.events] == [0, 1, 3]
+    assert trace.total_events == 4  # the last complete event is #3
+
+
+def test_full_string_table_and_thread_slots_degrade_with_warnings(tmp_path):
+    rec = make_recorder(tmp_path / "r.ring", strings_bytes=100, max_threads=1)
+    emit = rec.make_emit()
+    ids = [rec.define(loc(f"function_with_a_long_name_{i}")) for i in range(3)]
+    emit(CALL, ids[0])
+    emit(CALL, ids[2])
+    worker = threading.Thread(target=lambda: emit(CALL, ids[0]))
+    worker.start()
+    worker.join()
+    trace = read_ring(str(tmp_path / "r.ring"))
+    assert [e.loc.qualname for e in trace.events] == ["function_with_a_long_name_0", f"<unknown #{ids[2]}>",
+                                                       "function_with_a_long_name_0"]
+    assert trace.events[-1].thread == OVERFLOW_THREAD
+    assert any("string table filled up" in w for w in trace.warnings)
+    assert any("more threads than slots" in w for w in trace.warnings)
+
+
+def test_stack_deeper_than_the_slots_is_marked_truncated(tmp_path):
+    rec = make_recorder(tmp_path / "r.ring", max_depth=4)
+    emit = rec.make_emit()
+    codes = [rec.define(loc(f"f{i}")) for i in range(6)]
+    for code in codes:
+        emit(CALL, code)
+    trace = read_ring(str(tmp_path / "r.ring"))
+    assert [f.qualname for f in trace.main_thread.open_frames] == ["f0", "f1", "f2", "f3"]
+    assert trace.main_thread.frames_truncated
