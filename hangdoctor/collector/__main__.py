@@ -48,8 +48,41 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dump-timeout", type=float, default=10.0)
     parser.add_argument("--time-limit", type=float, default=None, help="seconds this collector may take in all")
     parser.add_argument("--out", default="-", help="output file (written atomically), or - for stdout")
+    parser.add_argument("--out-dir", help="write DIR/<node>.json (a shared file system) and print a one-line summary")
+    parser.add_argument("--chunked", action="store_true",
+                        help=f"print the document as short '{CHUNK} NODE I N TEXT' lines (pdsh and srun cut long lines)")
     parser.add_argument("--progress", action="store_true", help="print 'hangdoctor-progress NODE DONE/TOTAL' on stderr")
     return parser
+
+
+CHUNK = "hangdoctor-chunk"
+CHUNK_SIZE = 800  # srun --label cuts lines at 1024 bytes, pdsh at 128 KiB
+
+
+def write_chunked(doc: dict) -> None:
+    text = json.dumps(doc, separators=(",", ":"))  # compact JSON has no newline
+    pieces = [text[i:i + CHUNK_SIZE] for i in range(0, len(text), CHUNK_SIZE)] or [""]
+    node_name = str(doc.get("node") or "node").replace(" ", "_")
+    for index, piece in enumerate(pieces):
+        sys.stdout.write(f"{CHUNK} {node_name} {index} {len(pieces)} {piece}\n")
+    sys.stdout.flush()
+
+
+def summary(doc: dict, path: str) -> dict:
+    return {"format": "hangdoctor-node-summary/1", "node": doc.get("node"), "file": path,
+            "ranks": len(doc.get("processes") or []), "fatal": doc.get("fatal"),
+            "errors": [e[:200] for e in (doc.get("errors") or [])[:3]]}
+
+
+def emit(doc: dict, args: argparse.Namespace) -> None:
+    if args.out_dir:
+        path = os.path.join(args.out_dir, f"{doc.get('node') or 'node'}.json")
+        write(doc, path)
+        print(json.dumps(summary(doc, path)), flush=True)
+    elif args.chunked:
+        write_chunked(doc)
+    else:
+        write(doc, args.out)
 
 
 def write(doc: dict, out: str) -> None:
@@ -72,9 +105,9 @@ def main(argv=None) -> int:
     pyspy = shutil.which(args.py_spy) or args.py_spy
     name = args.node or node.node_name()
     if not (os.path.isfile(pyspy) and os.access(pyspy, os.X_OK)):
-        write({"format": node.FORMAT, "node": name, "processes": [], "skipped": [], "started": time.time(),
-               "finished": time.time(), "fatal": "pyspy-missing",
-               "errors": [f"py-spy not found or not executable at {args.py_spy!r} on {name}"]}, args.out)
+        emit({"format": node.FORMAT, "node": name, "processes": [], "skipped": [], "started": time.time(),
+              "finished": time.time(), "fatal": "pyspy-missing",
+              "errors": [f"py-spy not found or not executable at {args.py_spy!r} on {name}"]}, args)
         return 4
     deadline = time.time() + args.time_limit if args.time_limit else None
 
@@ -86,7 +119,7 @@ def main(argv=None) -> int:
         "interval": args.interval, "native": args.native, "nonblocking": args.nonblocking, "json": not args.text,
         "dump_timeout": args.dump_timeout, "deadline": deadline, "node": name, "filter_node": not args.all_nodes,
     }, progress if args.progress else None)
-    write(doc, args.out)
+    emit(doc, args)
     return 0
 
 

@@ -111,11 +111,11 @@ def check_args(args: argparse.Namespace) -> None:
                            EXIT_USAGE)
 
 
-def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> Gathered:
+def gather(args: argparse.Namespace, options: CollectOptions, folder: Path, err: Console) -> Gathered:
     if args.jobid:
         from hangdoctor.sources.slurm_job import collect_slurm_job
         with _spinner(err, f"collecting from SLURM job {args.jobid} (one srun step)"):
-            return collect_slurm_job(options, args.jobid, python=args.python)
+            return collect_slurm_job(options, args.jobid, out_dir=folder / "nodes", python=args.python)
     if args.hostfile:
         from hangdoctor.sources.pdsh import collect_hostfile
         with _spinner(err, f"collecting from the hosts of {args.hostfile} over pdsh"):
@@ -173,8 +173,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     options = CollectOptions(pyspy=find_pyspy(args.py_spy), samples=args.samples, interval=args.interval,
                              native=args.native, nonblocking=args.nonblocking,
                              dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
-    gathered = gather(args, options, err)
     folder = args.out or default_out(args)
+    gathered = gather(args, options, folder, err)
     save_docs(folder, gathered)
     missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == "pyspy-missing"]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):

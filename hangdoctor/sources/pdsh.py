@@ -10,7 +10,6 @@ also serves a site whose own wrapper reaches the node, e.g. `--rcmd exec` with a
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered
-from hangdoctor.sources.remote import collector_argv
+from hangdoctor.sources.remote import collector_argv, read_chunked
 
 _SAFE = re.compile(r"^[A-Za-z0-9_./:=%+,@-]+$")
 
@@ -63,7 +62,7 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
                            "under SLURM", EXIT_ENVIRONMENT)
     limit = max(1.0, options.timeout - 2.0)  # the collectors stop in time to print what they have
     command = collector_argv(options, python=python, match=match, time_limit=limit,
-                             node="%h" if rcmd == "exec" else None)
+                             node="%h" if rcmd == "exec" else None, chunked=True)
     argv = pdsh_argv(hosts, rcmd, command)
     env = dict(os.environ, PDSH_RCMD_TYPE=rcmd)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -73,11 +72,11 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # pdsh and our collectors: never the job's processes
         out, err = proc.communicate()
-    docs = parse_docs(out)
+    docs, broken = read_chunked(out)
     answered = {doc.get("node") for doc in docs}
-    failed = []
+    failed = [NodeReport(name=node, ok=False, error="its output arrived incomplete") for node in broken]
     for host in hosts:
-        if host not in answered:
+        if host not in answered and host not in broken:
             said = [line.split(":", 1)[1].strip() for line in err.splitlines() if line.startswith(f"{host}:")]
             failed.append(NodeReport(name=host, ok=False, error="pdsh: " + ("; ".join(said)[:300] or "no answer")))
     if not docs and failed:
@@ -86,17 +85,3 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
                            "check that `pdsh -R RCMD -w HOST true` works from here (no sshd? try --rcmd exec)",
                            EXIT_ENVIRONMENT)
     return Gathered(source=f"hostfile {hostfile} ({len(hosts)} hosts, pdsh -R {rcmd})", docs=docs, failed=failed)
-
-
-def parse_docs(stdout: str) -> list[dict]:
-    """Collector documents in pdsh's output: one JSON object per line, after an optional "host: " prefix."""
-    docs = []
-    for line in stdout.splitlines():
-        start = line.find('{"format"')
-        if start < 0:
-            continue
-        try:
-            docs.append(json.loads(line[start:]))
-        except ValueError:
-            continue
-    return docs

@@ -1,0 +1,156 @@
+"""The per-node collector against real processes: found by environment, launchers set aside, every status
+(ok, not Python, stopped, D state, gone, ptrace denied, timeout) reported within its bound."""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hangdoctor.collector import dump, node
+from hangdoctor.collector.procs import find_ranks
+from tests.hangdoctor.livejobs import Procs, proc_state
+from tests.support import PYTHON, REPO, child_env, run_bounded
+
+PYSPY = shutil.which("py-spy") or str(Path(PYTHON).parent / "py-spy")
+COLLECTOR = [PYTHON, "-m", "hangdoctor.collector", "--py-spy", PYSPY]
+
+
+def collect(*args: str, timeout: float = 60, python: list[str] | None = None) -> dict:
+    result = run_bounded([*(python or COLLECTOR[:3]), *COLLECTOR[3:], *args], timeout=timeout, env=child_env())
+    assert result.returncode == 0, result.output[-3000:]
+    return json.loads(result.stdout)
+
+
+def by_rank(doc: dict) -> dict:
+    return {p["rank"]: p for p in doc["processes"]}
+
+
+def test_ranks_found_by_environment_launchers_and_workers_set_aside_not_python_reported():
+    with Procs() as procs:
+        sleeper = procs.start("sleeper", launcher=True, RANK="0", LOCAL_RANK="0", WORLD_SIZE="3")
+        forker = procs.start("forker", RANK="1", LOCAL_RANK="1", WORLD_SIZE="3")
+        tail = procs.start("", argv=["tail", "-f", "/dev/null"], RANK="2", WORLD_SIZE="3")
+        procs.start("sleeper", RANK="9", HDTEST="another-job")
+        doc = collect("--match", f"HDTEST={procs.token}")
+    ranks = by_rank(doc)
+    assert sorted(ranks) == [0, 1, 2]
+    assert (ranks[0]["pid"], ranks[1]["pid"], ranks[2]["pid"]) == (sleeper, forker, tail)
+    assert ranks[0]["env"]["RANK"] == "0" and ranks[0]["world_size"] == 3 and ranks[0]["local_rank"] == 0
+    assert any("(bash): launcher" in s for s in doc["skipped"]), doc["skipped"]
+    assert any(f"child of rank 1 (pid {forker})" in s for s in doc["skipped"]), doc["skipped"]
+    sample = ranks[0]["samples"][0]
+    assert sample["status"] == "ok" and sample["state"] == "S"
+    main = next(t for t in sample["pyspy_json"] if t["os_thread_id"] == sleeper)
+    assert [f["name"] for f in main["frames"][:2]] == ["wait_here", "main"]
+    assert ranks[2]["samples"][0]["status"] == "not-python"
+    assert "HDTEST" not in ranks[0]["env"], "only the identity variables are kept, never the whole environment"
+
+
+def test_stopped_and_d_state_ranks_are_read_without_pausing_them_and_reported():
+    with Procs() as procs:
+        stopper = procs.start("stopper", RANK="0")
+        blocked = procs.start("dstate", RANK="1")
+        for pid, state in ((stopper, "T"), (blocked, "D")):
+            for _ in range(50):
+                if proc_state(pid) == state:
+                    break
+                __import__("time").sleep(0.1)
+        doc = collect("--match", f"HDTEST={procs.token}", "--dump-timeout", "5")
+        ranks = by_rank(doc)
+        stopped, d_state = ranks[0]["samples"][0], ranks[1]["samples"][0]
+        assert (stopped["status"], stopped["state"], stopped["nonblocking"]) == ("stopped", "T", True)
+        assert (d_state["status"], d_state["state"], d_state["nonblocking"]) == ("d-state", "D", True)
+        assert "its stack was read without pausing it" in d_state["error"]
+        frames = [f["name"] for t in d_state["pyspy_json"] for f in t["frames"]]
+        assert "hold_in_d_state" in frames
+        assert proc_state(stopper) == "T" and proc_state(blocked) == "D", "the collector left them as they were"
+
+
+def test_a_blocking_dump_of_a_d_state_process_times_out_within_its_bound():
+    with Procs() as procs:
+        blocked = procs.start("dstate", RANK="0")
+        result = dump.dump_process(PYSPY, blocked, timeout=2.0, nonblocking=False)
+        assert result["status"] == dump.TIMEOUT and result["seconds"] < 10
+        assert "did not answer within 2s" in result["error"]
+        assert proc_state(blocked) == "D"
+
+
+def test_a_process_that_exited_is_gone(tmp_path):
+    zombie = subprocess.Popen([PYTHON, "-c", "pass"])  # not waited for: a zombie until the end of the test
+    __import__("time").sleep(1.0)
+    doc = node.collect({"pyspy": PYSPY, "pids": [zombie.pid], "samples": 1})
+    assert doc["processes"][0]["samples"][0]["status"] == "gone"
+    zombie.wait()
+    doc = node.collect({"pyspy": PYSPY, "pids": [zombie.pid], "samples": 1})
+    assert doc["errors"] == [f"pid {zombie.pid}: no such process"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser") or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root, runuser and a system python3 to act as another user")
+def test_another_users_process_is_ptrace_denied():
+    folder = Path(tempfile.mkdtemp(prefix="hd-ptrace-"))
+    try:
+        os.chmod(folder, 0o755)
+        shutil.copy(PYSPY, folder / "py-spy")
+        os.chmod(folder / "py-spy", stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        with Procs() as procs:
+            root_rank = procs.start("sleeper", RANK="0")
+            result = run_bounded(["runuser", "-u", "nobody", "--", "/usr/bin/python3",
+                                  str(REPO / "hangdoctor" / "collector" / "__main__.py"), "--py-spy",
+                                  str(folder / "py-spy"), "--pid", str(root_rank)], timeout=60, env=child_env())
+        assert result.returncode == 0, result.output
+        sample = json.loads(result.stdout)["processes"][0]["samples"][0]
+        assert sample["status"] == "ptrace-denied", sample
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_collector_runs_by_file_path_under_an_older_python():
+    older = sorted(Path(os.path.expanduser("~/.pyenv/versions")).glob("3.8*/bin/python"))
+    if not older:
+        pytest.skip("no Python 3.8 under pyenv")
+    with Procs() as procs:
+        procs.start("sleeper", RANK="0")
+        doc = collect("--match", f"HDTEST={procs.token}",
+                      python=[str(older[0]), str(REPO / "hangdoctor" / "collector" / "__main__.py")])
+    assert doc["python"].startswith("3.8") and doc["processes"][0]["samples"][0]["status"] == "ok"
+
+
+def test_repeated_samples_and_cpu_use():
+    with Procs() as procs:
+        procs.start("sleeper", RANK="0")
+        procs.start("mover", RANK="1")
+        doc = collect("--match", f"HDTEST={procs.token}", "--samples", "3", "--interval", "0.3")
+    ranks = by_rank(doc)
+    assert [len(ranks[r]["samples"]) for r in (0, 1)] == [3, 3]
+    depth = [len(next(t for t in s["pyspy_json"] if t["thread_name"] == "MainThread")["frames"])
+             for s in ranks[1]["samples"]]
+    assert depth[0] < depth[1] < depth[2], f"the mover goes deeper between samples: {depth}"
+    assert all(s["cpu_percent"] is not None for r in (0, 1) for s in ranks[r]["samples"])
+
+
+def test_chunked_output_survives_transports_that_cut_long_lines():
+    with Procs() as procs:
+        procs.start("mover", RANK="0")
+        result = run_bounded([*COLLECTOR, "--match", f"HDTEST={procs.token}", "--chunked", "--node", "nX"],
+                             timeout=60, env=child_env())
+    lines = result.stdout.splitlines()
+    assert len(lines) > 1 and all(len(line) < 1000 for line in lines)
+    from hangdoctor.sources.remote import read_chunked
+    docs, broken = read_chunked("\n".join(f"0: {line}" for line in lines))
+    assert not broken and docs[0]["node"] == "nX" and docs[0]["processes"][0]["rank"] == 0
+
+
+def test_find_ranks_leaves_out_our_own_process_tree():
+    env_key = "HDTEST_SELF"
+    os.environ[env_key] = "1"
+    try:
+        ranks, _ = find_ranks({env_key: "1"})
+    finally:
+        del os.environ[env_key]
+    assert all(r["pid"] != os.getpid() for r in ranks)
