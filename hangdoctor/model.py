@@ -141,3 +141,4 @@ class Collection:
     samples: int = 1  # samples requested per rank
     interval: float = 0.0  # seconds between samples
     warnings: list[str] = field(default_factory=list)
+    whole_job: bool = True  # False when the user picked processes (--pid): absent ranks are not "missing"

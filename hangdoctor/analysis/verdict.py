@@ -42,8 +42,9 @@ def diagnose(collection: Collection) -> Verdict:
     dims = collection.dims
     waits: dict = {}
     views = {record.rank: view_rank(record, waits) for record in collection.records}
-    expected = collection.world_size or len(views)
-    missing = [r for r in range(expected) if r not in views] if collection.world_size else []
+    whole = collection.whole_job and collection.world_size
+    expected = collection.world_size if whole else len(views)
+    missing = [r for r in range(expected) if r not in views] if whole else []
     responded = sorted(r for r, v in views.items() if v.responded)
     unresponsive: dict[str, list[int]] = {}
     for rank, view in sorted(views.items()):

@@ -123,7 +123,7 @@ def gather(args: argparse.Namespace, options: CollectOptions, folder: Path, err:
                                     rcmd=args.rcmd, **({"python": args.python} if args.python else {}))
     from hangdoctor.sources import local
     with Progress(SpinnerColumn(), TextColumn("dumping stacks"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
+                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("dump", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -138,7 +138,8 @@ def gather(args: argparse.Namespace, options: CollectOptions, folder: Path, err:
 
 class _spinner:
     def __init__(self, err: Console, text: str):
-        self.progress = Progress(SpinnerColumn(), TextColumn(text), TimeElapsedColumn(), console=err, transient=True)
+        self.progress = Progress(SpinnerColumn(), TextColumn(text), TimeElapsedColumn(), console=err, transient=True,
+                                 disable=not err.is_terminal)
 
     def __enter__(self):
         self.progress.__enter__()
@@ -183,6 +184,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,
                                       warnings=gathered.warnings, failed_nodes=gathered.failed)
+    collection.whole_job = not args.pid
     if not collection.records:
         skipped = sum(len(d.get("skipped") or []) for d in gathered.docs)
         raise CommandError(f"no rank of {gathered.source} found" + (f" ({skipped} launcher processes set aside)"

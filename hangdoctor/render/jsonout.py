@@ -26,22 +26,20 @@ def ranks_dict(ranks: list[int]) -> dict:
     return {"count": len(ranks), "folded": fold_ranks(ranks), "ranks": list(ranks)}
 
 
-def tree_dict(root: TreeNode) -> dict:
-    """Nested nodes; built without recursion (stacks can be thousands of frames deep)."""
-    def one(node: TreeNode) -> dict:
-        return {"frame": frame_dict(node.frame) if node.frame else None, "note": node.note,
-                "ranks": fold_ranks(node.ranks), "count": len(node.ranks), "ends": fold_ranks(node.ends),
-                "children": []}
+def tree_nodes(root: TreeNode) -> list[dict]:
+    """The merged tree as a flat list, parents before children (`parent` is an index; the root's is None).
 
-    result = one(root)
-    todo = [(root, result)]
+    Flat, because stacks can be thousands of frames deep: nested JSON that deep breaks most JSON readers."""
+    nodes: list[dict] = []
+    todo: list[tuple[TreeNode, int | None]] = [(root, None)]
     while todo:
-        node, out = todo.pop()
-        for child in node.children:
-            child_out = one(child)
-            out["children"].append(child_out)
-            todo.append((child, child_out))
-    return result
+        node, parent = todo.pop()
+        index = len(nodes)
+        nodes.append({"id": index, "parent": parent, "frame": frame_dict(node.frame) if node.frame else None,
+                      "note": node.note, "ranks": fold_ranks(node.ranks), "count": len(node.ranks),
+                      "ends": fold_ranks(node.ends)})
+        todo.extend((child, index) for child in reversed(node.children))
+    return nodes
 
 
 def verdict_to_dict(verdict: Verdict) -> dict:
@@ -87,5 +85,5 @@ def verdict_to_dict(verdict: Verdict) -> dict:
              "samples": v.samples, "answered": v.answered}
             for v in sorted(verdict.views.values(), key=lambda v: v.rank)
         ],
-        "tree": tree_dict(verdict.tree),
+        "tree": tree_nodes(verdict.tree),
     }

@@ -1,0 +1,129 @@
+"""The CLI without a subprocess (main(argv) -> int) and the renderers into a StringIO console."""
+
+import io
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from hangdoctor.analysis.verdict import diagnose
+from hangdoctor.cli import main
+from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_USAGE
+from hangdoctor.formats.load import load_paths
+from hangdoctor.identity import TopologyFlags
+from hangdoctor.model import Collection, Frame, RankIdentity, RankRecord, Sample, ThreadStack
+from hangdoctor.render.html import render_html, render_svg
+from hangdoctor.render.jsonout import verdict_to_dict
+from hangdoctor.render.terminal import render_verdict
+
+DATA = Path(__file__).parent / "data"
+
+
+def consoles():
+    out, err = io.StringIO(), io.StringIO()
+    return out, err, Console(file=out, width=100), Console(file=err, width=200)
+
+
+def run(*argv):
+    out, err, out_console, err_console = consoles()
+    code = main(list(argv), out=out_console, err=err_console)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_analyze_prints_the_verdict_tree_and_classes():
+    code, out, err = run("analyze", str(DATA / "trainer_pp2dp2_skip_loss_broadcast.node.json"))
+    assert code == 0, err
+    assert "HUNG: 4 ranks stuck, 4 in 2 calls (4/4 responded)" in out
+    assert "pp=0 (all dp)" in out and "wait in broadcast <-" in out
+    assert "merged stacks of 4 ranks" in out and "class 2 · 2 ranks 2-3 · stuck" in out
+    assert "never entered" in out
+
+
+def test_analyze_json_is_the_same_data_as_the_report():
+    code, out, _ = run("analyze", "--json", str(DATA / "gloo8_mixed.node.json"))
+    assert code == EXIT_PARTIAL, "rank 2 did not respond"
+    data = json.loads(out)
+    verdict = diagnose(load_paths([DATA / "gloo8_mixed.node.json"], TopologyFlags()))
+    assert data == json.loads(json.dumps(verdict_to_dict(verdict)))
+    assert data["headline"] == verdict.headline and data["hung"] is True
+    assert data["unresponsive"] == {"stopped": {"count": 1, "folded": "2", "ranks": [2]}}
+    assert [p["folded"] for p in data["places"]] == ["0-1,3", "4-6", "7"]
+    assert data["places"][0]["wait"]["caller"]["name"] == "_aggregate_total_loss"
+    assert data["topology"] == {"tp": 2, "pp": 2, "dp": 2, "order": "tp-dp-pp", "source": "argv of pid 8218 on vm"}
+    rank7 = data["ranks"][7]
+    assert (rank7["progress"], rank7["coords"], rank7["host"]) == ("progressing", {"dp": 1, "pp": 1, "tp": 1}, "vm")
+    root, module = data["tree"][:2]
+    assert root["count"] == 8 and root["parent"] is None
+    assert module["frame"]["name"] == "<module>" and module["parent"] == 0 and module["ranks"] == "0-7"
+    assert [n["ends"] for n in data["tree"] if n["ends"]] == ["0-1,3", "2", "4-6", "7"]
+
+
+def test_analyze_writes_html_and_svg(tmp_path):
+    html, svg = tmp_path / "r.html", tmp_path / "t.svg"
+    code, _, err = run("analyze", str(DATA / "gloo8_mixed.node.json"), "--html", str(html), "--svg", str(svg))
+    assert code == EXIT_PARTIAL and f"Wrote {html}" in err
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "never entered" in page
+    assert not re.search(r'(src|href)="(https?:)?//', page), "self-contained: no external resources"
+    picture = svg.read_text()
+    assert picture.startswith("<svg") and "[3] 0-1,3" in picture and "slow_forward (hung_gloo.py:69) ×401" in picture
+
+
+def test_bad_inputs_are_one_line_errors_with_exit_codes(tmp_path):
+    code, out, err = run("analyze", str(tmp_path / "missing"))
+    assert code == EXIT_NOT_FOUND and err.startswith("Error: ") and "Traceback" not in err
+    (tmp_path / "x.txt").write_text("nothing here\n")
+    code, _, err = run("analyze", str(tmp_path / "x.txt"))
+    assert code == EXIT_NOT_FOUND and "not a py-spy dump" in err and "Hint:" in err
+    code, _, err = run("analyze", str(DATA / "gloo8_mixed.node.json"), "--order", "tp-tp-pp")
+    assert code == EXIT_USAGE and "must name each of tp, dp, pp" in err
+
+
+def test_usage_errors_exit_2_with_one_line(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["attach"])
+    assert info.value.code == EXIT_USAGE
+    assert "Error: one of the arguments --jobid --local --pid --hostfile is required" in capsys.readouterr().err
+    code, _, err = run("attach", "--local", "--samples", "5", "--interval", "20", "--timeout", "10")
+    assert code == EXIT_USAGE and "raise --timeout" in err
+    code, _, err = run("attach", "--pid", "1", "--run-id", "x")
+    assert code == EXIT_USAGE and "--run-id goes with --local" in err
+
+
+def test_help_documents_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["attach", "--help"])
+    text = capsys.readouterr().out
+    assert "exit codes:" in text and "4  cannot collect: py-spy missing" in text and "--samples" in text
+
+
+def test_missing_py_spy_and_missing_processes(tmp_path):
+    code, _, err = run("attach", "--pid", "4000000", "--py-spy", str(tmp_path / "no-py-spy"))
+    assert code == EXIT_ENVIRONMENT and "py-spy not found" in err and "pip install py-spy" in err
+    code, _, err = run("attach", "--pid", "4000000", "--out", str(tmp_path / "out"))
+    assert code == EXIT_NOT_FOUND and "no such process: 4000000" in err
+
+
+def test_job_that_does_not_exist_without_slurm_is_an_environment_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no squeue/scontrol/srun here
+    pyspy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    code, _, err = run("attach", "--jobid", "12", "--py-spy", pyspy, "--out", str(tmp_path / "o"))
+    assert code == EXIT_ENVIRONMENT and err == ("Error: scontrol not found on PATH\nHint: run this on a SLURM login node "
+                                                "(or load the SLURM module); Debian/Ubuntu: apt-get install slurm-client\n")
+
+
+def test_terminal_report_survives_deep_recursion_and_many_ranks():
+    deep = tuple(Frame("recurse", "r.py", 3) for _ in range(5000)) + (Frame("main", "r.py", 9),)
+    records = [RankRecord(RankIdentity(rank=r, host=f"n{r // 8}", pid=100 + r),
+                          [Sample(0, 0.0, "ok", (ThreadStack(100 + r, "MainThread", deep),))]) for r in range(64)]
+    verdict = diagnose(Collection(records=records, world_size=64))
+    out = io.StringIO()
+    render_verdict(verdict, Console(file=out, width=100))
+    text = out.getvalue()
+    assert "recurse (r.py:3) ×5000" in text and "… 2 more nodes" in text
+    assert render_svg(verdict).startswith("<svg") and "<svg" in render_html(verdict)
+    json.dumps(verdict_to_dict(verdict))
