@@ -17,11 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     from trainer.train import prepare, train
 
     cfg = parse_config(argv)
-    ident = identify_process()
     try:
+        ident = identify_process()
         ctx = prepare(cfg, ident)
     except ValueError as err:
-        if ident.rank == 0:
+        if os.environ.get("RANK", "0") == "0":
             print(f"Error: {err}", file=sys.stderr)
         return 2
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 import subprocess
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,6 +39,17 @@ def _first_slurm_host(nodelist: str) -> str:
         return out.stdout.split()[0]
 
 
+def _check_resolves(host: str) -> None:
+    """Fail at once, not after the rendezvous timeout, when the first node's name is not a host name."""
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        raise ValueError(
+            f"MASTER_ADDR {host} (the first node of the job) does not resolve; export MASTER_ADDR=<its address> "
+            f"before srun (e.g. NodeAddr from `scontrol show node {host}`)"
+        ) from None
+
+
 def identify_process(env: dict[str, str] | None = None) -> ProcessIdentity:
     """Read (and, under srun, complete) the launcher's environment. Mutates os.environ when env is None."""
     env = os.environ if env is None else env
@@ -48,6 +60,7 @@ def identify_process(env: dict[str, str] | None = None) -> ProcessIdentity:
         env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
         if "MASTER_ADDR" not in env:
             env["MASTER_ADDR"] = _first_slurm_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
+            _check_resolves(env["MASTER_ADDR"])
         env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
         return ProcessIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), "srun")
     env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
