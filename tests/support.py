@@ -1,8 +1,10 @@
 """Test harness helpers shared by every suite: bounded subprocesses that explain themselves when they hang.
 
-Every test that starts processes goes through `run_bounded` or `Bounded`: on timeout the children first get
-SIGABRT, which makes Python's faulthandler (enabled with PYTHONFAULTHANDLER=1) print every thread's stack to
-stderr, and only then SIGKILL. The captured output, stacks included, is in the raised error.
+Every test that starts processes goes through `run_bounded` (or kills what it started with `kill_tree`): on
+timeout every process of the tree first gets SIGABRT, which makes Python's faulthandler (enabled with
+PYTHONFAULTHANDLER=1) print every thread's stack to stderr, and only then SIGKILL, process by process (torchrun
+puts each worker in a session of its own, out of reach of a process-group signal). The captured output,
+stacks included, is in the raised error.
 """
 
 from __future__ import annotations
@@ -43,11 +45,28 @@ class HungProcess(AssertionError):
     pass
 
 
-def _kill_group(proc: subprocess.Popen, sig: int) -> None:
+def descendants(pid: int) -> list[int]:
+    """Every process below pid. torchrun starts each worker in a session of its own, so a process-group
+    signal to torchrun never reaches the ranks: whole trees are signalled process by process."""
+    import psutil
+
     try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def signal_tree(pid: int, sig: int, *, include_root: bool = True) -> None:
+    for target in descendants(pid) + ([pid] if include_root else []):
+        try:
+            os.kill(target, sig)
+        except ProcessLookupError:
+            pass
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL pid and everything below it (SIGKILL also ends a SIGSTOPped rank)."""
+    signal_tree(pid, signal.SIGKILL)
 
 
 def run_bounded(cmd: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | Path | None = None,
@@ -61,13 +80,15 @@ def run_bounded(cmd: list[str], *, timeout: float, env: dict[str, str] | None = 
     try:
         out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc, signal.SIGABRT)
-        try:
-            out, err = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc, signal.SIGKILL)
-            out, err = proc.communicate()
-        _kill_group(proc, signal.SIGKILL)
+        tree = descendants(proc.pid)
+        signal_tree(proc.pid, signal.SIGABRT, include_root=False)  # the ranks print their stacks first
+        time.sleep(2)
+        for pid in [*tree, proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out, err = proc.communicate()
         raise HungProcess(
             f"{' '.join(map(str, cmd))} did not finish within {timeout:.0f}s; stacks and output:\n"
             f"--- stdout ---\n{out[-8000:]}\n--- stderr ---\n{err[-12000:]}"

@@ -1,7 +1,5 @@
 """Each injected fault shows its symptom in a real DeepSpeed run (see docs/faults.md for what a user sees)."""
 
-import os
-import signal
 import subprocess
 import time
 
@@ -9,7 +7,7 @@ import psutil
 import pytest
 import torch
 
-from tests.support import child_env
+from tests.support import child_env, kill_tree
 from tests.trainer.dumps import tensors, weight_decay_of
 from tests.trainer_runs import MODEL, torchrun_command
 
@@ -112,5 +110,5 @@ def test_sigstop_leaves_the_rank_stopped(tmp_path):
             time.sleep(0.5)
         assert stopped == "1", "rank 1 should be in state T (stopped) at iteration 2"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         proc.wait(timeout=30)
