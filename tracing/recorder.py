@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 
 from tracing import ringformat as fmt
@@ -59,16 +60,23 @@ class Recorder:
                                                               loc.is_c))
             return code_id
 
-    def c_function_id(self, fn: object) -> int:
-        """A code id for a C callable, keyed by its qualified name and the type it is bound to."""
-        owner = getattr(fn, "__self__", None)
-        key = (getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "?"), type(owner))
-        code_id = self._c_ids.get(key)
+    def c_function_id(self, fn: object, first_arg: object = None) -> int:
+        """A code id for a C callable, keyed by its name and what it is bound to. first_arg (the receiver, when
+        the backend knows it) names the class of pybind11 methods, whose __self__ is an internal record."""
+        owner = _c_owner(fn, first_arg)
+        name = getattr(fn, "__name__", None) or type(fn).__name__
+        if owner is None or isinstance(owner, (types.ModuleType, type)):
+            key = (name, owner if owner is not None else fn)
+        else:
+            key = (name, type(owner))
+        try:
+            code_id = self._c_ids.get(key)
+        except TypeError:  # an unhashable callable
+            key = (name, type(fn))
+            code_id = self._c_ids.get(key)
         if code_id is None:
-            module = getattr(fn, "__module__", None) or (type(owner).__module__ if owner is not None else "")
-            if module == "builtins" and owner is not None and not isinstance(owner, type):
-                module = type(owner).__module__
-            code_id = self._c_ids[key] = self.define(CodeLocation(module or "", key[0], "", 0, is_c=True))
+            module, qualname = c_function_name(fn, owner)
+            code_id = self._c_ids[key] = self.define(CodeLocation(module, qualname, "", 0, is_c=True))
         return code_id
 
     def new_thread(self, ident: int | None = None) -> ThreadState:
@@ -171,6 +179,27 @@ class Recorder:
                 emit(C_RETURN, st.cstack.pop()[1], st)
 
         return c_call, c_return
+
+
+def _c_owner(fn: object, first_arg: object) -> object:
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and type(owner).__name__.startswith("pybind11_detail_function_record"):
+        return first_arg  # None when the backend cannot see the receiver (setprofile)
+    return owner
+
+
+def c_function_name(fn: object, owner: object) -> tuple[str, str]:
+    """(module, qualname) of a C callable bound to owner (see _c_owner)."""
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    if isinstance(owner, types.ModuleType):  # a module-level builtin such as len
+        return owner.__name__, name
+    if isinstance(owner, type):  # a class method of a C type
+        return owner.__module__, f"{owner.__qualname__}.{name}"
+    if owner is not None:  # a method bound to an instance, e.g. torch's Work.wait
+        return type(owner).__module__, f"{type(owner).__qualname__}.{name}"
+    module = getattr(fn, "__module__", None) or ""
+    qualname = getattr(fn, "__qualname__", None) or name
+    return module, name if qualname.startswith("pybind11_detail") else qualname
 
 
 def describe_meta(identity: dict, config: dict, backend: str, t0_wall_ns: int, t0_mono_ns: int) -> dict:

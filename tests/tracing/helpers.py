@@ -48,6 +48,7 @@ class Background:
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen] = []
+        self.pids: set[int] = set()  # grandchildren in sessions of their own (torchrun's workers), killed by pid
 
     def start(self, cmd: list[str], env: dict[str, str], cwd: str | Path = REPO) -> subprocess.Popen:
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -91,6 +92,11 @@ class Background:
         return self
 
     def __exit__(self, *exc) -> None:
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for proc in self.procs:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)

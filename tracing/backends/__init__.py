@@ -28,7 +28,7 @@ class Hooks:
     emit: Callable[..., None]  # emit(kind, code_id)
     c_call: Callable[[int, object], None]
     c_return: Callable[[object], None]
-    c_function_id: Callable[[object], int]
+    c_function_id: Callable[..., int]  # (callable, receiver or None) -> code id
     c_calls: bool
     on_error: Callable[[BaseException], None]  # a hook failed: stop tracing, never break the program
 

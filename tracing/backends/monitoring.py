@@ -18,6 +18,7 @@ from tracing.records import CALL, RETURN, UNWIND
 M = sys.monitoring
 E = M.events
 DISABLE = M.DISABLE
+MISSING = M.MISSING
 TRACE_EVENTS = E.PY_START | E.PY_RESUME | E.PY_THROW | E.PY_RETURN | E.PY_YIELD | E.PY_UNWIND
 C_EVENTS = E.CALL | E.C_RETURN | E.C_RAISE
 _CALLBACK_EVENTS = (E.PY_START, E.PY_RESUME, E.PY_THROW, E.PY_RETURN, E.PY_YIELD, E.PY_UNWIND, E.CALL,
@@ -139,7 +140,7 @@ class MonitoringBackend:
             if type(fn) in _PYTHON_CALLABLES:
                 return  # a Python callee reports itself through PY_START when it is selected
             try:
-                c_call(c_function_id(fn), fn)
+                c_call(c_function_id(fn, None if arg0 is MISSING else arg0), fn)
             except Exception as e:  # noqa: BLE001
                 on_error(e)
 
