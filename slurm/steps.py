@@ -116,6 +116,7 @@ def run_step_on_each_node(job_id: str | int, nodes: list[str], command: list[str
     step at all (no node answered and srun said why); otherwise every node has a NodeResult.
     """
     job_id = check_job_id(job_id)
+    nodes = list(dict.fromkeys(nodes))  # one task per node, whatever the caller repeated
     if not nodes:
         raise ValueError("no nodes to run on")
     if not command:
@@ -124,7 +125,7 @@ def run_step_on_each_node(job_id: str | int, nodes: list[str], command: list[str
     # less again, so that its own timeout fires and its partial output still reaches us through srun.
     srun_budget = max(0.5, timeout - STOP_ALLOWANCE)
     margin = min(10.0, max(1.0, srun_budget * 0.3))  # srun's launch and a cold Python start on each node
-    argv = step_argv(job_id, list(nodes), list(command), payload_timeout=max(0.1, srun_budget - margin), python=python)
+    argv = step_argv(job_id, nodes, list(command), payload_timeout=max(0.1, srun_budget - margin), python=python)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,

@@ -108,6 +108,7 @@ def test_missing_squeue_is_a_clear_error():
 def test_hostnames_agree_with_the_pure_expander(slurm_cluster):
     for text in ("n[1-4]", "jean-zay-iam[01-05,07],gpu[1-2]", "r[1-2]n[08-10]"):
         assert hostnames(text, env=slurm_cluster.env()) == expand_nodelist(text)
+    assert hostnames("gpu[1-2]", env={"PATH": "/nonexistent"}) == ["gpu1", "gpu2"]  # no scontrol: pure expander
 
 
 def test_listpids_finds_each_nodes_tasks_and_marks_helpers(slurm_cluster, running_job):
@@ -126,7 +127,8 @@ def test_listpids_finds_each_nodes_tasks_and_marks_helpers(slurm_cluster, runnin
 
 def test_one_step_runs_on_each_node(slurm_cluster, running_job):
     nodes = slurm_cluster.node_names
-    run = run_step_on_each_node(running_job, nodes, ["sh", "-c", "echo $SLURMD_NODENAME $SLURM_JOB_ID; echo e >&2"],
+    run = run_step_on_each_node(running_job, nodes + nodes[:1],  # a repeated node still gets one task
+                                ["sh", "-c", "echo $SLURMD_NODENAME $SLURM_JOB_ID; echo e >&2"],
                                 timeout=30, env=slurm_cluster.env())
     assert list(run.results) == nodes and not run.missing
     for node, result in run.results.items():
