@@ -78,27 +78,37 @@ class CheckReport:
         return f"{what} {self.iteration}, {self.ranks} ranks{grid}; {self.tolerance.describe()}"
 
 
+def _majority(copies: list[RankDump], name: str) -> RankDump:
+    """The reference copy: one of the largest group of copies with equal hashes (the lowest coordinate on a
+    tie), so that with three or more copies the odd one out is the one reported."""
+    hashes = [c.tensors[name].fingerprint.sha256 if c.tensors[name].fingerprint else None for c in copies]
+    if None in hashes:
+        return copies[0]
+    best = max(hashes, key=lambda h: (hashes.count(h), -hashes.index(h)))
+    return copies[hashes.index(best)]
+
+
 def _copy_tasks(dumps: list[RankDump]) -> tuple[list[CopyDiff], dict[str, int]]:
-    tasks: list[CopyDiff] = []
-    counts = {TIED: 0, DP: 0, TP: 0}
-    by_key = {d.key: d for d in dumps}
-    for d in dumps:
+    """Group the copies that must be equal, pick each group's reference, and pair every other copy with it."""
+    groups: dict[tuple, list[RankDump]] = {}
+    for d in sorted(dumps, key=lambda d: d.key):
         pp, tp, dp = d.key
         for name, meta in d.tensors.items():
-            if meta.tie is not None and pp > 0:
-                ref = next((by_key[(p, tp, dp)] for p in range(pp) if (p, tp, dp) in by_key
-                            and name in by_key[(p, tp, dp)].tensors), None)
-                if ref is not None:
-                    tasks.append(CopyDiff(TIED, name, ref, d))
-                    counts[TIED] += 1
-            if dp > 0 and (pp, tp, 0) in by_key and name in by_key[(pp, tp, 0)].tensors:
-                tasks.append(CopyDiff(DP, name, by_key[(pp, tp, 0)], d))
-                counts[DP] += 1
-            if tp > 0 and (pp, 0, dp) in by_key and tp_duplicate_reason(meta):
-                ref = by_key[(pp, 0, dp)]
-                if name in ref.tensors and ref.tensors[name].shape == meta.shape:
-                    tasks.append(CopyDiff(TP, name, ref, d))
-                    counts[TP] += 1
+            groups.setdefault((DP, name, pp, tp), []).append(d)
+            if meta.tie is not None:
+                groups.setdefault((TIED, name, tp, dp), []).append(d)
+            if tp_duplicate_reason(meta):
+                groups.setdefault((TP, name, pp, dp, meta.shape), []).append(d)
+    tasks: list[CopyDiff] = []
+    counts = {TIED: 0, DP: 0, TP: 0}
+    for (kind, name, *_), copies in groups.items():
+        if len(copies) < 2:
+            continue
+        ref = _majority(copies, name)
+        for other in copies:
+            if other is not ref:
+                tasks.append(CopyDiff(kind, name, ref, other))
+                counts[kind] += 1
     return tasks, counts
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from topology import RankCoords
 from weightdiff.analysis.classify import norm_reason
 from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
+from weightdiff.analysis.stored_copies import StoredCopies
 from weightdiff.errors import BadInput
 from weightdiff.read.sources import Selection
 from weightdiff.read.values import open_values
@@ -103,32 +104,42 @@ def _absent_status(present: TensorMeta, reason: str) -> tuple[str, str]:
     return NOT_SAVED, f"not stored ({reason})"
 
 
-def compare_pair(da: RankDump, db: RankDump, tol: Tolerance, *, trust_fingerprints: bool = False) -> PairResult:
-    where = _where(da, db)
+def compare_pair(da: RankDump, db: RankDump, tol: Tolerance, *, trust_fingerprints: bool = False,
+                 stored: list[RankDump] | None = None) -> PairResult:
+    """Compare every parameter of one rank pair. `stored`: the checkpoint slices of either side, against which
+    tied copies that a checkpoint does not store are checked (see stored_copies)."""
     result = PairResult(coords_a=da.coords, coords_b=db.coords, source_a=str(da.source), source_b=str(db.source))
     names = list(da.tensors) + [n for n in db.tensors if n not in da.tensors]
     need_values = da.mode == "full" and db.mode == "full"
+    elsewhere = StoredCopies(stored or [])
     try:
         if need_values:
             with open_values(da.tensor_source) as va, open_values(db.tensor_source) as vb:
                 for name in names:
-                    _compare_one(result, da, db, name, where, tol, va, vb, trust_fingerprints)
+                    _compare_one(result, da, db, name, tol, va, vb, trust_fingerprints, elsewhere)
         else:
             for name in names:
-                _compare_one(result, da, db, name, where, tol, None, None, True)
+                _compare_one(result, da, db, name, tol, None, None, True, elsewhere)
     except BadInput as e:
         result.errors.append(str(e))
+    finally:
+        elsewhere.close()
     return result
 
 
-def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, where: RankCoords, tol: Tolerance,
-                 va, vb, use_fingerprints: bool) -> None:
+def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol: Tolerance,
+                 va, vb, use_fingerprints: bool, elsewhere: StoredCopies) -> None:
     ma, mb = da.tensors.get(name), db.tensors.get(name)
     meta = ma or mb
+    where = _where(da, db)
     base = dict(name=name, coords=where, module_class=meta.module_class, norm=norm_reason(meta))
     if ma is None or mb is None:
         side_absent, present = (db, ma) if mb is None else (da, mb)
         if name in side_absent.absent:
+            checked = _against_stored_copy(base, name, present, ma is not None, va, vb, tol, elsewhere)
+            if checked is not None:
+                result.diffs.append(checked)
+                return
             status, note = _absent_status(present, side_absent.absent[name])
         else:
             status, note = (MISSING_B if mb is None else MISSING_A), ""
@@ -165,6 +176,33 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, wher
     result.diffs.append(_from_values(base, vd, ma, mb))
 
 
+def _against_stored_copy(base: dict, name: str, present: TensorMeta, present_in_a: bool, va, vb, tol: Tolerance,
+                         elsewhere: StoredCopies) -> ParamDiff | None:
+    """A dumped tied copy that the checkpoint side lacks, compared with the copy the checkpoint stores."""
+    stored = elsewhere.find(name, base["coords"].tp)
+    values = va if present_in_a else vb
+    if stored is None or values is None or stored.tensors[name].shape != present.shape:
+        return None
+    vs = elsewhere.values(stored)
+    pp = stored.coords.pp
+    if present_in_a:
+        vd = compare_tensor(values, vs, name, present.shape, tol, ITEMSIZE.get(present.dtype, 4))
+    else:
+        vd = compare_tensor(vs, values, name, present.shape, tol, ITEMSIZE.get(present.dtype, 4))
+    if vd.n_differ == 0:
+        return ParamDiff(**base, status=RESTORED, numel=present.numel,
+                         note=f"this stage's tied copy is not stored; it equals the stored pp={pp} copy, "
+                              "which DeepSpeed broadcasts to it at load")
+    diff = _from_values(base, vd, present, stored.tensors[name])
+    if present_in_a:
+        diff.note = (f"this stage's tied copy is not stored, and differs from the stored pp={pp} copy that will "
+                     "replace it at load: the copies had drifted apart before the save")
+    else:
+        diff.note = (f"this stage's tied copy is not stored, and was not restored at load: it differs from the "
+                     f"stored pp={pp} copy")
+    return diff
+
+
 def _from_values(base: dict, vd: ValueDiff, ma: TensorMeta, mb: TensorMeta) -> ParamDiff:
     reset = None
     if vd.n_differ and vd.b_constant is not None and vd.a_constant != vd.b_constant:
@@ -182,10 +220,14 @@ def _from_values(base: dict, vd: ValueDiff, ma: TensorMeta, mb: TensorMeta) -> P
 def compare_selections(a: Selection, b: Selection, tol: Tolerance, *, jobs: int = 2,
                        trust_fingerprints: bool = False) -> tuple[list[PairResult], list[RankDump], list[RankDump]]:
     pairs, only_a, only_b = pair_keys(a, b)
+    stored = [d for d in list(a.dumps.values()) + list(b.dumps.values()) if d.replicated_dp]
+
+    def one(pair: tuple[RankDump, RankDump]) -> PairResult:
+        return compare_pair(pair[0], pair[1], tol, trust_fingerprints=trust_fingerprints, stored=stored)
+
     if jobs <= 1 or len(pairs) <= 1:
-        results = [compare_pair(da, db, tol, trust_fingerprints=trust_fingerprints) for da, db in pairs]
+        results = [one(p) for p in pairs]
     else:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(lambda p: compare_pair(p[0], p[1], tol, trust_fingerprints=trust_fingerprints),
-                                    pairs))
+            results = list(pool.map(one, pairs))
     return results, only_a, only_b

@@ -75,7 +75,8 @@ class DiffReport:
 
     @property
     def has_differences(self) -> bool:
-        return bool(self.params) or bool(self.only_in_a) or bool(self.only_in_b)
+        """Values, shapes, dtypes or parameters differ. Ranks on one side only are input errors instead."""
+        return bool(self.params)
 
 
 def _side(sel: Selection) -> SideInfo:

@@ -4,7 +4,9 @@ Pairs ranks by their (pp, tp, dp) coordinates, ignoring pids and iterations. By 
 after-dump is compared with B/'s first before-dump (the seed's "after iteration 805 vs before iteration 806,
 across a restart"); --a-iteration/--b-iteration and --a-tag/--b-tag choose otherwise. A DeepSpeed checkpoint
 folder (with `latest`, or a global_stepN/ folder) can stand on either side; it counts for every dp rank.
-Every element is compared, bitwise unless --atol/--rtol are given.
+When A and B are the same folder (a resumed run that dumps into the folder of the first), the default is the
+latest restart in it: the last after-dump written by the old processes vs the first before-dump of the new
+ones. Every element is compared, bitwise unless --atol/--rtol are given.
 """
 
 from __future__ import annotations
@@ -30,11 +32,25 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from weightdiff.analysis.diff_report import build_diff_report
-    from weightdiff.read.sources import select
+    from weightdiff.read.sources import restart_boundary, select
 
     tol = tolerance(args)
+    if _same_folder(args.a, args.b) and args.a_iteration is None and args.b_iteration is None:
+        boundary = restart_boundary(args.a)
+        if boundary is None:
+            raise CommandError(f"{args.a}: A and B are the same folder and it holds no restart (no iteration "
+                               "after which every rank's pid changes)",
+                               hint="choose the moments with --a-iteration N --b-iteration M")
+        args.a_iteration, args.b_iteration = boundary
     try:
         a = select(args.a, iteration=args.a_iteration, tag=args.a_tag, which="last", prefer_tag="after",
                    jobs=args.jobs)

@@ -103,6 +103,23 @@ def select(path: str | Path, *, iteration: int | None = None, tag: str | None = 
                      warnings=warnings, iterations=iterations)
 
 
+def restart_boundary(path: str | Path) -> tuple[int, int] | None:
+    """(last iteration before, first iteration after) the latest restart in one dump folder, or None.
+
+    A restart is where every rank's pid changes between two consecutive dumped iterations (the file names
+    carry the pids), which is how a resumed run that writes into the same folder is told apart."""
+    names, _ = _dump_names(Path(path))
+    pids: dict[int, set[int]] = {}
+    for n, _ in names:
+        pids.setdefault(n.iteration, set()).add(n.pid)
+    iterations = sorted(pids)
+    boundary = None
+    for before, after in zip(iterations, iterations[1:]):
+        if not pids[before] & pids[after]:
+            boundary = (before, after)
+    return boundary
+
+
 def _read_or_error(sidecar: Path) -> RankDump | str:
     try:
         dump = read_sidecar(sidecar)

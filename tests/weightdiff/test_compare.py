@@ -1,0 +1,122 @@
+"""Element-wise comparison: the single changed element the seed's repr dumps miss, tolerances, NaN/-0.0,
+streaming in row blocks, dtype changes, default-init detection."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from rich.console import Console
+from torch import nn
+
+import weightdiff
+import weightdiff.read.values as values_module
+from topology import ParallelDims
+from weightdiff.analysis.compare import Tolerance, compare_tensor
+from weightdiff.cli import main
+
+
+class Big(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.weight = nn.Parameter(torch.randn(1000, 1000).to(torch.bfloat16))
+
+
+class DictValues:
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def names(self):
+        return set(self.tensors)
+
+    def get(self, name):
+        return self.tensors[name]
+
+    def rows(self, name, start, stop):
+        return self.tensors[name][start:stop]
+
+    def close(self):
+        pass
+
+
+def _cli(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out=Console(file=out, width=100), err=Console(file=err, width=200))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_one_changed_element_in_the_middle_is_found_where_the_seeds_repr_sees_nothing(tmp_path):
+    coords = ParallelDims().coords(0)
+    model = Big()
+    weightdiff.dump(model, iteration=805, tag="after", out=tmp_path / "a", coords=coords)
+    before_repr = f"weight={model.weight}"
+    with torch.no_grad():
+        model.weight[500, 500] += 0.5
+    assert f"weight={model.weight}" == before_repr  # the seed's text dump: identical, the change is invisible
+    weightdiff.dump(model, iteration=806, tag="before", out=tmp_path / "b", coords=coords)
+
+    code, out, err = _cli([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert code == 1, out + err
+    assert "DIFFERENT" in out and "weight  differs on all ranks" in out
+    assert "first at index [500, 500]" in out and "of elements differ" in out
+    code, out, _ = _cli([str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    import json
+
+    entry = json.loads(out)["params"][0]
+    assert entry["n_differ"] == 1 and entry["example"]["first_index"] == [500, 500]
+    assert entry["max_abs"] == pytest.approx(0.5, abs=0.02)
+
+
+def test_tolerance_accepts_small_differences_and_exact_mode_does_not():
+    a = torch.linspace(0, 1, 100)
+    b = a.clone()
+    b[10] += 1e-6
+    va, vb = DictValues({"x": a}), DictValues({"x": b})
+    assert compare_tensor(va, vb, "x", (100,), Tolerance()).n_differ == 1
+    assert compare_tensor(va, vb, "x", (100,), Tolerance(atol=1e-5)).n_differ == 0
+    assert compare_tensor(va, vb, "x", (100,), Tolerance(rtol=1e-7)).n_differ == 1
+
+
+def test_exact_means_bitwise_nan_equals_nan_and_negative_zero_differs():
+    a = torch.tensor([float("nan"), 0.0, 1.0])
+    b = torch.tensor([float("nan"), -0.0, 1.0])
+    vd = compare_tensor(DictValues({"x": a}), DictValues({"x": b}), "x", (3,), Tolerance())
+    assert vd.n_differ == 1 and vd.first_index == (1,) and vd.max_abs == 0.0
+    c = torch.tensor([float("nan"), 0.0, 2.0])
+    vd = compare_tensor(DictValues({"x": a}), DictValues({"x": c}), "x", (3,), Tolerance(atol=1e-3))
+    assert vd.n_differ == 1 and vd.max_abs == 1.0
+
+
+def test_nan_against_a_number_is_an_infinite_difference():
+    a, b = torch.tensor([1.0, 2.0]), torch.tensor([1.0, float("nan")])
+    vd = compare_tensor(DictValues({"x": a}), DictValues({"x": b}), "x", (2,), Tolerance())
+    assert vd.n_differ == 1 and vd.max_abs == float("inf")
+
+
+def test_streaming_in_row_blocks_gives_the_same_answer(monkeypatch):
+    torch.manual_seed(1)
+    a = torch.randn(64, 33)
+    b = a.clone()
+    b[0, 5] += 1
+    b[40, 7] -= 3
+    b[63, 32] += 2
+    whole = compare_tensor(DictValues({"x": a}), DictValues({"x": b}), "x", (64, 33), Tolerance())
+    monkeypatch.setattr(values_module, "BLOCK_BYTES", 33 * 4 * 5)  # five rows per block -> 13 blocks
+    assert values_module.row_blocks((64, 33), 4) is not None
+    streamed = compare_tensor(DictValues({"x": a}), DictValues({"x": b}), "x", (64, 33), Tolerance())
+    assert (streamed.n_differ, streamed.max_abs, streamed.first_index, streamed.max_index) == \
+        (whole.n_differ, whole.max_abs, whole.first_index, whole.max_index)
+    assert (whole.n_differ, whole.first_index, whole.max_index) == (3, (0, 5), (40, 7))
+    assert whole.max_abs == pytest.approx(3.0, rel=1e-6)
+    assert streamed.sum_abs == pytest.approx(6.0, rel=1e-6)
+
+
+def test_dtype_change_with_equal_values_and_reset_to_ones():
+    a = torch.full((8,), 0.99)
+    vd = compare_tensor(DictValues({"x": a}), DictValues({"x": torch.ones(8)}), "x", (8,), Tolerance())
+    assert vd.b_constant == 1.0 and vd.a_constant is None and vd.n_differ == 8
+    same = compare_tensor(DictValues({"x": torch.ones(4)}), DictValues({"x": torch.ones(4, dtype=torch.bfloat16)}),
+                          "x", (4,), Tolerance())
+    assert same.n_differ == 0
