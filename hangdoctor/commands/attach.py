@@ -104,6 +104,9 @@ def check_args(args: argparse.Namespace) -> None:
     if needed >= args.timeout:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} needs {needed:g}s, more than "
                            f"--timeout {args.timeout:g}", f"raise --timeout above {needed + 10:g}", EXIT_USAGE)
+    if args.jobid and not re.match(r"^\d+(_\d+)?$", args.jobid):
+        raise CommandError(f"{args.jobid!r} is not a SLURM job id", "a job id is a number such as 2180718 (see "
+                           "squeue -u $USER)", EXIT_USAGE)
     if args.run_id and not args.local:
         raise CommandError("--run-id goes with --local", "hangdoctor attach --local --run-id ID", EXIT_USAGE)
     if args.match and not (args.local or args.hostfile):

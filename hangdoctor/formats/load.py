@@ -18,6 +18,22 @@ from hangdoctor.identity import TopologyFlags, assign_missing_ranks, build_recor
 from hangdoctor.model import OK, Collection, NodeReport, Sample
 
 _SUFFIXES = (".json", ".out", ".txt", ".log", ".dump", ".trace")
+# Launchers that `ps | grep python` also catches: their stacks say what they are.
+_LAUNCHER_FILES = ("torch/distributed/elastic/", "torch/distributed/run.py", "torch/distributed/launch.py",
+                   "deepspeed/launcher/")
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.launch",
+                     "deepspeed.launcher.runner")
+_LAUNCHER_PROGRAMS = ("torchrun", "deepspeed")
+
+
+def is_launcher(cmdline: str, threads) -> bool:
+    """torchrun's agent, torch.distributed.launch or DeepSpeed's launcher, not a rank."""
+    head = cmdline.split()[:4]
+    if any(arg in _LAUNCHER_MODULES or arg.rsplit("/", 1)[-1] in _LAUNCHER_PROGRAMS for arg in head):
+        return True
+    frames = [f for t in threads for f in t.frames]
+    in_launcher = any(f.file.startswith(_LAUNCHER_FILES) for f in frames)
+    return in_launcher and not any(f.file.startswith("torch/distributed/distributed_c10d") for f in frames)
 
 
 class InputError(ValueError):
@@ -71,16 +87,19 @@ def read_file(path: Path) -> tuple[list[NodeReport], list[Found]]:
         raise InputError(f"{path}: JSON that is neither a hangdoctor node file nor a py-spy dump")
     if looks_like_text_dump(text) or "Error:" in text:
         host = node_from_filename(path)
-        found = []
+        found, skipped = [], []
         for proc in parse_text(text):
+            if is_launcher(proc.cmdline, proc.threads):
+                skipped.append(f"pid {proc.pid}: launcher ({proc.cmdline[:80] or 'its stack is in a launcher'})")
+                continue
             found.append(Found(
                 host=host, pid=proc.pid, rank=None, rank_source="order", cmdline=split_cmdline(proc.cmdline),
                 samples=[Sample(index=0, time=path.stat().st_mtime, status=proc.status, threads=tuple(proc.threads),
                                 error=proc.error)],
             ))
         if not found:
-            raise InputError(f"{path}: no py-spy dump in this file")
-        return [NodeReport(name=host, ranks_found=len(found))], found
+            raise InputError(f"{path}: no py-spy dump of a rank in this file")
+        return [NodeReport(name=host, ranks_found=len(found), skipped=skipped)], found
     raise InputError(f"{path}: not a py-spy dump (JSON or text) nor a hangdoctor node file")
 
 
@@ -89,6 +108,7 @@ def merge_same_host(reports: list[NodeReport]) -> list[NodeReport]:
     for report in reports:
         if report.name in merged:
             merged[report.name].ranks_found += report.ranks_found
+            merged[report.name].skipped += report.skipped
         else:
             merged[report.name] = report
     return list(merged.values())
@@ -122,7 +142,9 @@ def load_paths(paths: list[Path], flags: TopologyFlags) -> Collection:
     if samples > 1 and times:
         interval = round((max(times) - min(times)) / (samples - 1), 2)
     what = f"{len(files)} file{'s' if len(files) != 1 else ''}"
-    return build_collection(merge_same_host(reports), found, flags, source=what, samples=samples, interval=interval)
+    reports = merge_same_host(reports)
+    notes = [f"{r.name}: set aside {s}" for r in reports for s in r.skipped if "launcher" in s]
+    return build_collection(reports, found, flags, source=what, samples=samples, interval=interval, warnings=notes)
 
 
 def collection_from_docs(docs: list[dict], flags: TopologyFlags, *, source: str, samples: int, interval: float,

@@ -70,6 +70,23 @@ class Procs:
             kill_group(proc)
 
 
+def torchrun_run_id(text: str) -> str:
+    """TORCHELASTIC_RUN_ID of the workers whose command line contains `text`."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = open(f"/proc/{name}/cmdline", "rb").read().decode(errors="replace")
+            env = open(f"/proc/{name}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if text in cmdline:
+            for item in env:
+                if item.startswith(b"TORCHELASTIC_RUN_ID="):
+                    return item.split(b"=", 1)[1].decode()
+    raise AssertionError(f"no torchrun worker with {text!r} in its command line")
+
+
 def proc_state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as handle:
         return handle.read().rsplit(")", 1)[1].split()[0]

@@ -1,0 +1,153 @@
+"""`hangdoctor attach --jobid` (and `--hostfile` over pdsh) against real hung jobs on the local SLURM cluster.
+
+Two jobs run side by side on the 4 virtual nodes, submitted with the slurm package's sbatch template:
+- the gloo fixture, 8 ranks on 4 nodes (tp=2 pp=2 dp=2; rank 2 SIGSTOPped, rank 7 a straggler);
+- the reference trainer, PP=2 DP=2 on 2 nodes, with the skip-loss-broadcast fault at iteration 2.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm.daemons import read_daemons
+from slurm.process import run_command
+from slurm.sbatch import TrainerJob, render_sbatch, submit, wait_for_state
+from tests.hangdoctor.livejobs import FIXTURES
+from tests.support import PYTHON, REPO, child_env, run_bounded
+from tests.trainer_runs import MODEL
+from topology import ParallelDims
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+ENGINE = "deepspeed/runtime/pipe/engine.py"
+
+
+def job_env(cluster) -> dict:
+    return cluster.env(child_env())
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout:.0f}s"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def hung_jobs(slurm_cluster, tmp_path_factory):
+    base = Path(f"/tmp/hangdoctor-slurm-{os.getpid()}")  # reachable by the job's tasks
+    ready, run_dir = base / "ready", base / "trainer-run"
+    env = job_env(slurm_cluster)
+    gloo = TrainerJob(dims=ParallelDims(tp=2, pp=2, dp=2), tasks_per_node=2, job_name="hung-gloo",
+                      program=(PYTHON, "-u", str(FIXTURES / "hung_gloo.py")), output=str(base / "gloo-%j.out"),
+                      trainer_args=["--ready-dir", str(ready), "--lifetime", "400", "--stop-rank", "2",
+                                    "--straggler-rank", "7"], master_port=29631)
+    trainer = TrainerJob(dims=ParallelDims(tp=1, pp=2, dp=2), tasks_per_node=2, job_name="hung-trainer",
+                         program=(PYTHON, "-m", "trainer"), output=str(base / "trainer-%j.out"), master_port=29632,
+                         trainer_args=[*MODEL, "--train-iters", "4", "--run-dir", str(run_dir), "--pg-timeout", "400",
+                                       "--fault", "skip-loss-broadcast:iteration=2"])
+    base.mkdir(parents=True, exist_ok=True)
+    ids = {"gloo": submit(render_sbatch(gloo), env=env, cwd=REPO),
+           "trainer": submit(render_sbatch(trainer), env=env, cwd=REPO)}
+    try:
+        for job_id in ids.values():
+            wait_for_state(job_id, {"RUNNING"}, timeout=60, env=env)
+        wait_until(lambda: len(list(ready.glob("rank*"))) == 8, 180, "all 8 gloo ranks ready")
+        metrics = run_dir / "metrics.jsonl"
+        wait_until(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 2, 240,
+                   "the trainer's iteration 2")
+        yield ids
+    finally:
+        for job_id in ids.values():
+            run_command(["scancel", job_id], timeout=30, env=env)
+        run_command(["rm", "-rf", str(base)], timeout=30)
+
+
+def attach(cluster, *args, timeout=120):
+    return run_bounded([PYTHON, "-m", "hangdoctor", "attach", *args], timeout=timeout, env=job_env(cluster))
+
+
+def settled(cluster, job_id, tmp_path, expect_places: int) -> dict:
+    """Attach until every rank that answers sits where the hang leaves it (start-up takes a while here)."""
+    deadline = time.monotonic() + 90
+    while True:
+        result = attach(cluster, "--jobid", job_id, "--samples", "2", "--interval", "0.5", "--json",
+                        "--out", str(tmp_path / "out"))
+        assert result.returncode in (0, 1), result.output[-3000:]
+        data = json.loads(result.stdout)
+        if len(data["places"]) == expect_places and all(p["wait"] or p["progress"] == {"progressing": 1}
+                                                         for p in data["places"]):
+            return data
+        assert time.monotonic() < deadline, f"the job never settled: {data['headline']} {data['places']}"
+        time.sleep(2)
+
+
+def test_gloo_job_verdict_with_nodes(slurm_cluster, hung_jobs, tmp_path):
+    data = settled(slurm_cluster, hung_jobs["gloo"], tmp_path, expect_places=3)
+    assert data["source"] == f"SLURM job {hung_jobs['gloo']} 'hung-gloo' (4 nodes)"
+    places = {p["folded"]: p for p in data["places"]}
+    assert places["0-1,3"]["wait"]["op"] == "broadcast" and places["0-1,3"]["hosts"] == ["n1", "n2"]
+    assert places["4-6"]["wait"]["op"] == "all_reduce" and places["4-6"]["hosts"] == ["n3", "n4"]
+    assert places["7"]["progress"] == {"progressing": 1}
+    assert data["unresponsive"] == {"stopped": {"count": 1, "folded": "2", "ranks": [2]}}
+    hosts = {r["rank"]: r["host"] for r in data["ranks"]}
+    assert hosts == {0: "n1", 1: "n1", 2: "n2", 3: "n2", 4: "n3", 5: "n3", 6: "n4", 7: "n4"}
+    assert sorted(p.name for p in (tmp_path / "out" / "nodes").iterdir()) == ["n1.json", "n2.json", "n3.json", "n4.json"]
+
+
+def test_trainer_skip_loss_broadcast_under_slurm(slurm_cluster, hung_jobs, tmp_path):
+    data = settled(slurm_cluster, hung_jobs["trainer"], tmp_path, expect_places=2)
+    assert data["hung"] is True and data["responded"]["count"] == 4 and data["expected"] == 4
+    assert data["topology"]["pp"] == 2 and data["topology"]["dp"] == 2
+    first, last = data["places"]
+    assert (first["folded"], first["where"], first["hosts"]) == ("0-1", "pp=0 (all dp)", ["n1"])
+    assert first["position"] == f"broadcast <- PipelineEngine._aggregate_total_loss ({ENGINE})"
+    assert (last["folded"], last["where"], last["hosts"]) == ("2-3", "pp=1 (all dp)", ["n2"])
+    assert last["position"] == f"recv <- PipelineEngine._exec_recv_activations ({ENGINE})"
+    assert data["hints"][0].startswith(f"pp=0 (all dp) [ranks 0-1] wait in broadcast <- "
+                                       f"PipelineEngine._aggregate_total_loss ({ENGINE}) that pp=1 (all dp) "
+                                       f"[ranks 2-3] never entered")
+
+
+def test_hostfile_over_pdsh_gives_the_same_places(slurm_cluster, hung_jobs, tmp_path):
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("".join(f"{n} slots=2\n" for n in slurm_cluster.node_names))
+    result = attach(slurm_cluster, "--hostfile", str(hostfile), "--rcmd", "exec", "--match",
+                    f"SLURM_JOB_ID={hung_jobs['gloo']}", "--json", "--out", str(tmp_path / "p"))
+    assert result.returncode == 1, result.output[-3000:]
+    data = json.loads(result.stdout)
+    assert {p["folded"] for p in data["places"]} == {"0-1,3", "4-6", "7"}
+    assert {r["rank"]: r["host"] for r in data["ranks"]}[6] == "n4"
+
+
+def test_jobs_that_cannot_be_attached_give_one_line_errors(slurm_cluster, tmp_path):
+    result = attach(slurm_cluster, "--jobid", "987654321", "--out", str(tmp_path / "a"))
+    assert result.returncode == 3 and result.stderr.startswith("Error: job 987654321 not found\nHint: ")
+    env = job_env(slurm_cluster)
+    later = submit("#!/bin/bash\n#SBATCH --begin=now+3600\n#SBATCH --output=/dev/null\ntrue\n", env=env, cwd="/tmp")
+    try:
+        result = attach(slurm_cluster, "--jobid", later, "--out", str(tmp_path / "b"))
+        assert result.returncode == 3 and f"Error: job {later} is PENDING" in result.stderr
+    finally:
+        run_command(["scancel", later], timeout=30, env=env)
+    result = attach(slurm_cluster, "--jobid", "12x", "--out", str(tmp_path / "c"))
+    assert result.returncode == 2 and result.stderr.startswith("Error: '12x' is not a SLURM job id")
+
+
+def test_a_silent_node_gives_a_partial_report_within_the_bound(slurm_cluster, hung_jobs, tmp_path):
+    slurmd = next(d for d in read_daemons(slurm_cluster.layout) if d.name == "slurmd-n4")
+    os.kill(slurmd.pid, signal.SIGSTOP)  # the test cluster's daemon, not the job: n4 can start no step now
+    try:
+        result = attach(slurm_cluster, "--jobid", hung_jobs["gloo"], "--timeout", "15", "--json",
+                        "--out", str(tmp_path / "d"), timeout=90)
+    finally:
+        os.kill(slurmd.pid, signal.SIGCONT)
+    assert result.returncode == 1, result.output[-3000:]
+    data = json.loads(result.stdout)
+    assert data["missing"]["folded"] == "6-7" and "node n4: no answer" in data["warnings"]
+    assert data["responded"]["count"] == 5 and data["headline"].endswith("(5/8 responded)")
+    assert "Warning: node n4: no answer" in result.stderr
