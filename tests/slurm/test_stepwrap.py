@@ -1,0 +1,38 @@
+"""The per-node task of a step, run directly (no SLURM needed): one framed line, whatever the command does."""
+
+import json
+
+from slurm.stepwrap import FRAME
+from tests.support import PYTHON, child_env, run_bounded
+
+
+def wrapped(*command: str, timeout: float = 5, **env: str) -> dict:
+    result = run_bounded([PYTHON, "-m", "slurm.stepwrap", f"--timeout={timeout}", "--", *command], timeout=30,
+                         env=child_env(**env))
+    assert result.returncode == 0, result.output
+    (line,) = result.stdout.splitlines()
+    assert line.startswith(FRAME)
+    return json.loads(line[len(FRAME):])
+
+
+def test_ok_and_failed_commands_keep_output_and_status():
+    ok = wrapped("sh", "-c", "echo out; echo err >&2", SLURMD_NODENAME="n7")
+    assert (ok["node"], ok["status"], ok["returncode"], ok["stdout"], ok["stderr"]) == ("n7", "ok", 0, "out\n", "err\n")
+    failed = wrapped("sh", "-c", "echo half; exit 3")
+    assert (failed["status"], failed["returncode"], failed["stdout"]) == ("failed", 3, "half\n")
+
+
+def test_a_hanging_command_is_killed_at_its_bound_with_its_partial_output():
+    record = wrapped("sh", "-c", "echo started; exec sleep 60", timeout=1)
+    assert (record["status"], record["returncode"], record["stdout"]) == ("timeout", None, "started\n")
+    assert 1 <= record["seconds"] < 10
+
+
+def test_a_missing_program_is_not_started():
+    record = wrapped("/nonexistent/py-spy", "dump")
+    assert record["status"] == "not started" and "No such file" in record["stderr"]
+
+
+def test_no_command_is_a_usage_error():
+    result = run_bounded([PYTHON, "-m", "slurm.stepwrap", "--timeout=1", "--"], timeout=30)
+    assert result.returncode == 2 and "no command given" in result.stderr
