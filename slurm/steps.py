@@ -7,16 +7,16 @@ The step is `srun --jobid J --overlap --gres=gpu:0 --nodes=K --nodelist=... --nt
 - `--overlap` lets it share the CPUs that the job's own steps hold; without it srun waits silently forever
   (with --immediate it says "Requested nodes are busy").
 - `--gres=gpu:0` keeps it from waiting for GPUs that the training step holds.
-- each task is `python -m slurm.stepwrap`, which runs the command under its own bound and prints one framed JSON
-  line tagged with SLURMD_NODENAME; `--label` keeps srun from mixing two tasks' output within a line.
-A node that never answers (dead, hung slurmd, stopped) simply has no line: it is reported as "no answer" and the
-other nodes' results are kept. srun itself is stopped at the overall bound. The argv is a list, never a shell
+- each task is `python -m slurm.stepwrap`, which runs the command under its own bound and prints its record in
+  short numbered frame lines tagged with SLURMD_NODENAME (srun cuts labelled lines at 1,024 bytes); `--label`
+  keeps srun from mixing two tasks' output within a line.
+A node that never answers (dead, hung slurmd, stopped) has no frames: it is reported as "no answer" (with the
+reason in `stderr` when only some of its frames arrived) and the other nodes' results are kept. srun itself is stopped at the overall bound. The argv is a list, never a shell
 string, and nothing is ever sent to the job's own processes.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -28,7 +28,7 @@ from slurm.errors import JobNotFound, NotJobOwner, SlurmCommandFailed, SlurmComm
 from slurm.jobs import check_job_id
 from slurm.nodelist import compress_nodelist
 from slurm.process import MISSING_HINT, kill_group
-from slurm.stepwrap import FRAME
+from slurm.stepwrap import decode_frames
 
 _LABELLED = re.compile(r"^\s*(\d+): (.*)$")
 NO_ANSWER = "no answer"
@@ -75,23 +75,19 @@ def step_argv(job_id: str, nodes: list[str], command: list[str], *, payload_time
     ]
 
 
-def parse_step_output(stdout: str) -> dict[str, NodeResult]:
-    """The framed records in srun's labelled stdout, by node; anything else (stray lines) is ignored."""
-    results = {}
+def parse_step_output(stdout: str) -> tuple[dict[str, NodeResult], dict[str, str]]:
+    """The nodes' records in srun's labelled stdout, and {node: why} for those whose frames did not all arrive."""
+    labelled = []
     for line in stdout.splitlines():
         match = _LABELLED.match(line)
-        text = match.group(2) if match else line
-        if not text.startswith(FRAME):
-            continue
-        try:
-            record = json.loads(text[len(FRAME):])
-        except json.JSONDecodeError:
-            continue
-        results[record["node"]] = NodeResult(
-            node=record["node"], status=record["status"], returncode=record["returncode"],
-            stdout=record["stdout"], stderr=record["stderr"], seconds=record["seconds"],
-        )
-    return results
+        labelled.append((match.group(1), match.group(2)) if match else ("", line))
+    records, incomplete = decode_frames(labelled)
+    results = {
+        node: NodeResult(node=node, status=r["status"], returncode=r["returncode"], stdout=r["stdout"],
+                         stderr=r["stderr"], seconds=r["seconds"])
+        for node, r in records.items()
+    }
+    return results, incomplete
 
 
 def _raise_for_step_failure(job_id: str, stderr: str) -> None:
@@ -138,11 +134,12 @@ def run_step_on_each_node(job_id: str | int, nodes: list[str], command: list[str
     except subprocess.TimeoutExpired:
         out, err = _stop_srun(proc)
         returncode = None
-    answered = parse_step_output(out)
-    if not answered and returncode not in (None, 0):
+    answered, incomplete = parse_step_output(out)
+    if not answered and not incomplete and returncode not in (None, 0):
         _raise_for_step_failure(job_id, err)
     results = {
-        node: answered.get(node) or NodeResult(node, NO_ANSWER, None, "", "", None) for node in nodes
+        node: answered.get(node) or NodeResult(node, NO_ANSWER, None, "", incomplete.get(node, ""), None)
+        for node in nodes
     }
     return StepRun(job_id, tuple(argv), results, returncode, err, time.monotonic() - start)
 

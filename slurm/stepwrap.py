@@ -1,21 +1,24 @@
-"""The task that `run_step_on_each_node` starts on every node: run one command, report it as one framed line.
+"""The task that `run_step_on_each_node` starts on every node: run one command, report it in framed lines.
 
     python -m slurm.stepwrap --timeout 8 -- py-spy dump --pid 1234
 
 runs the command with a hard time bound (its whole process group is killed after that), captures its stdout,
-stderr and exit status, and prints exactly one line:
+stderr and exit status, and prints one record
 
-    HANGDOCTOR-STEP {"node": "<SLURMD_NODENAME>", "status": "ok|failed|timeout|not started", "returncode": ...,
-                     "stdout": "...", "stderr": "...", "seconds": ...}
+    {"node": "<SLURMD_NODENAME>", "status": "ok|failed|timeout|not started", "returncode": ..., "stdout": "...",
+     "stderr": "...", "seconds": ...}
 
-One JSON line per node keeps the nodes apart in srun's merged stdout (with `--label` srun never interleaves
-within a line), and a node whose line never arrives is known to have not answered. Standard library only: it runs
-under whatever Python the job's nodes have.
+as frame lines `HANGDOCTOR-STEP <node> <i>/<n> <part>`: the record's JSON, zlib-compressed, base64-encoded, cut in
+parts of at most 800 characters. srun cuts labelled output lines at 1,024 bytes, so one long line per node would
+arrive in pieces; short frames with their number come back whole, and `--label` keeps two tasks' output from
+mixing within a line. A node whose frames never all arrive did not answer. Standard library only: it runs under
+whatever Python (3.7+) the job's nodes have.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -23,8 +26,11 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
+from collections.abc import Iterable
 
 FRAME = "HANGDOCTOR-STEP "
+PART = 800  # characters of base64 per frame line, well under srun's 1,024-byte line limit
 
 
 def run_wrapped(argv: list[str], timeout: float) -> dict:
@@ -57,6 +63,46 @@ def run_wrapped(argv: list[str], timeout: float) -> dict:
     }
 
 
+def encode_frames(record: dict) -> list[str]:
+    data = base64.b64encode(zlib.compress(json.dumps(record).encode(), 6)).decode("ascii")
+    parts = [data[i:i + PART] for i in range(0, len(data), PART)] or [""]
+    return [f"{FRAME}{record['node']} {i}/{len(parts)} {part}" for i, part in enumerate(parts, 1)]
+
+
+def decode_frames(lines: Iterable[tuple[str, str]]) -> tuple[dict[str, dict], dict[str, str]]:
+    """(stream, line) pairs -> ({node: record}, {node: why its record is incomplete}).
+
+    `stream` tells the writers apart (srun's task label); other lines are ignored.
+    """
+    parts: dict[tuple[str, str], dict[int, str]] = {}
+    totals: dict[tuple[str, str], int] = {}
+    for stream, line in lines:
+        if not line.startswith(FRAME):
+            continue
+        fields = line[len(FRAME):].split(" ")
+        if len(fields) != 3 or "/" not in fields[1]:
+            continue
+        node, (index, total), part = fields[0], fields[1].split("/", 1), fields[2]
+        if not (index.isdigit() and total.isdigit()):
+            continue
+        key = (stream, node)
+        parts.setdefault(key, {})[int(index)] = part
+        totals[key] = int(total)
+    records, incomplete = {}, {}
+    for key, got in parts.items():
+        node, total = key[1], totals[key]
+        if len(got) < total or any(i not in got for i in range(1, total + 1)):
+            incomplete[node] = f"its report was cut short: {len(got)} of {total} parts arrived"
+            continue
+        try:
+            record = json.loads(zlib.decompress(base64.b64decode("".join(got[i] for i in range(1, total + 1)))))
+        except (ValueError, zlib.error) as err:
+            incomplete[node] = f"its report did not decode: {err}"
+            continue
+        records[record.get("node", node)] = record
+    return records, incomplete
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m slurm.stepwrap", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("no command given after --")
     record = run_wrapped(command, args.timeout)
-    sys.stdout.write(FRAME + json.dumps(record) + "\n")
+    sys.stdout.write("".join(line + "\n" for line in encode_frames(record)))
     sys.stdout.flush()
     return 0
 

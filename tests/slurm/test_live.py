@@ -137,6 +137,15 @@ def test_one_step_runs_on_each_node(slurm_cluster, running_job):
     assert "--overlap" in run.srun_argv and "--gres=gpu:0" in run.srun_argv
 
 
+def test_output_longer_than_srun_lines_comes_back_whole(slurm_cluster, running_job):
+    """srun cuts labelled lines at 1,024 bytes; a node's report (py-spy stacks) is far longer."""
+    program = "import os; print(os.environ['SLURMD_NODENAME'] * 100000)"
+    run = run_step_on_each_node(running_job, ["n1", "n4"], [sys.executable, "-c", program], timeout=30,
+                                env=slurm_cluster.env())
+    assert [(r.status, r.stdout) for r in run.results.values()] == [("ok", "n1" * 100000 + "\n"),
+                                                                    ("ok", "n4" * 100000 + "\n")]
+
+
 def test_a_node_whose_command_hangs_is_cut_at_the_bound_and_keeps_its_output(slurm_cluster, running_job):
     script = "echo started on $SLURMD_NODENAME; [ $SLURMD_NODENAME = n2 ] && exec sleep 300; exit 3"
     run = run_step_on_each_node(running_job, ["n1", "n2", "n3"], ["sh", "-c", script], timeout=12,

@@ -7,6 +7,7 @@ import pytest
 from slurm.jobs import parse_key_values, parse_show_job, parse_squeue
 from slurm.pids import parse_listpids
 from slurm.steps import parse_step_output
+from slurm.stepwrap import encode_frames
 
 DATA = Path(__file__).parent / "data"
 JOBS = dict(line.split("=") for line in (DATA / "jobs.txt").read_text().split())
@@ -87,18 +88,27 @@ def test_listpids_without_steps_has_no_rows():
     assert parse_listpids(read("listpids_no_steps.txt")) == []
 
 
-def test_step_output_keeps_only_framed_lines_and_survives_labels_and_noise():
-    out = (
-        '0: HANGDOCTOR-STEP {"node": "n1", "status": "ok", "returncode": 0, "stdout": "a\\nb", "stderr": "", '
-        '"seconds": 0.1}\n'
-        "1: some stray line\n"
-        '12: HANGDOCTOR-STEP {"node": "n13", "status": "timeout", "returncode": null, "stdout": "", '
-        '"stderr": "x", "seconds": 5.0}\n'
-        '3: HANGDOCTOR-STEP {"node": "n4", "status": "ok", "retur'  # cut off: srun was stopped mid-line
-    )
-    results = parse_step_output(out)
-    assert set(results) == {"n1", "n13"}
-    assert results["n1"].stdout == "a\nb" and results["n13"].status == "timeout"
+def record(node: str, stdout: str = "", status: str = "ok") -> dict:
+    return {"node": node, "status": status, "returncode": 0 if status == "ok" else None, "stdout": stdout,
+            "stderr": "", "seconds": 0.1}
+
+
+def test_step_output_reassembles_interleaved_frames_and_ignores_noise():
+    big = "".join(f"{i:06d} MainThread all_reduce (torch/distributed/distributed_c10d.py:1191)\n" for i in range(3000))
+    a, b = encode_frames(record("n1", big)), encode_frames(record("n13", "x", "timeout"))
+    assert len(a) > 10 and all(len(line) < 1000 for line in a)  # srun cuts labelled lines at 1,024 bytes
+    lines = [f"0: {a[0]}", "1: some stray line", f"12: {b[0]}", *(f"0: {line}" for line in a[1:])]
+    lines += [f"12: {line}" for line in b[1:]]
+    results, incomplete = parse_step_output("\n".join(lines))
+    assert set(results) == {"n1", "n13"} and not incomplete
+    assert results["n1"].stdout == big and results["n13"].status == "timeout"
+
+
+def test_step_output_with_frames_missing_says_so():
+    frames = encode_frames(record("n4", "y" * 100_000 + "".join(map(str, range(20000)))))
+    results, incomplete = parse_step_output("\n".join(f"3: {line}" for line in frames[:-1]))
+    assert results == {} and incomplete == {"n4": f"its report was cut short: {len(frames) - 1} of {len(frames)} "
+                                                  "parts arrived"}
 
 
 def test_listpids_row_of_a_task_not_forked_yet_has_no_pid():

@@ -1,8 +1,6 @@
 """The per-node task of a step, run directly (no SLURM needed): one framed line, whatever the command does."""
 
-import json
-
-from slurm.stepwrap import FRAME
+from slurm.stepwrap import decode_frames
 from tests.support import PYTHON, child_env, run_bounded
 
 
@@ -10,9 +8,9 @@ def wrapped(*command: str, timeout: float = 5, **env: str) -> dict:
     result = run_bounded([PYTHON, "-m", "slurm.stepwrap", f"--timeout={timeout}", "--", *command], timeout=30,
                          env=child_env(**env))
     assert result.returncode == 0, result.output
-    (line,) = result.stdout.splitlines()
-    assert line.startswith(FRAME)
-    return json.loads(line[len(FRAME):])
+    records, incomplete = decode_frames(("", line) for line in result.stdout.splitlines())
+    assert len(records) == 1 and not incomplete
+    return next(iter(records.values()))
 
 
 def test_ok_and_failed_commands_keep_output_and_status():
@@ -31,6 +29,16 @@ def test_a_hanging_command_is_killed_at_its_bound_with_its_partial_output():
 def test_a_missing_program_is_not_started():
     record = wrapped("/nonexistent/py-spy", "dump")
     assert record["status"] == "not started" and "No such file" in record["stderr"]
+
+
+def test_large_output_comes_back_whole_in_short_lines():
+    result = run_bounded([PYTHON, "-m", "slurm.stepwrap", "--timeout=10", "--", PYTHON, "-c",
+                          "import random; random.seed(1); print(''.join(random.choice('ab c') for _ in range(300000)))"],
+                         timeout=30)
+    lines = result.stdout.splitlines()
+    assert len(lines) > 10 and max(map(len, lines)) < 1000
+    (rec,) = decode_frames(("", line) for line in lines)[0].values()
+    assert len(rec["stdout"]) == 300001
 
 
 def test_no_command_is_a_usage_error():
