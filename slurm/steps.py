@@ -63,6 +63,14 @@ class StepRun:
         return [node for node, r in self.results.items() if not r.answered]
 
 
+def command_time_limit(timeout: float) -> float:
+    """Seconds each node's command gets within a step bounded by `timeout`: srun's share (timeout minus
+    STOP_ALLOWANCE) less 30% of it, between 1 and 10 s, for srun's launch and a cold Python start on the node.
+    A command with its own time limit should stay under this one to report before it is killed."""
+    srun_budget = max(0.5, timeout - STOP_ALLOWANCE)
+    return max(0.1, srun_budget - min(10.0, max(1.0, srun_budget * 0.3)))
+
+
 def step_argv(job_id: str, nodes: list[str], command: list[str], *, payload_timeout: float,
               python: str = sys.executable) -> list[str]:
     """The srun argv for one overlapping step with one task per node, each running `command` under stepwrap."""
@@ -120,8 +128,7 @@ def run_step_on_each_node(job_id: str | int, nodes: list[str], command: list[str
     # Within the bound: srun gets all but STOP_ALLOWANCE s (then SIGINT, then SIGKILL); each node's command gets
     # less again, so that its own timeout fires and its partial output still reaches us through srun.
     srun_budget = max(0.5, timeout - STOP_ALLOWANCE)
-    margin = min(10.0, max(1.0, srun_budget * 0.3))  # srun's launch and a cold Python start on each node
-    argv = step_argv(job_id, nodes, list(command), payload_timeout=max(0.1, srun_budget - margin), python=python)
+    argv = step_argv(job_id, nodes, list(command), payload_timeout=command_time_limit(timeout), python=python)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,

@@ -115,3 +115,12 @@ def test_listpids_row_of_a_task_not_forked_yet_has_no_pid():
     # Seen on the local cluster right after a step started: slurmstepd lists the task before it has a pid.
     (row,) = parse_listpids(read("listpids_launching.txt"))
     assert row.pid is None and row.is_task and row.global_id == 0
+
+
+def test_each_nodes_command_gets_most_of_the_bound_but_not_all():
+    from slurm.steps import STOP_ALLOWANCE, command_time_limit
+
+    assert command_time_limit(30) == pytest.approx((30 - STOP_ALLOWANCE) * 0.7)
+    assert command_time_limit(4) == pytest.approx(4 - STOP_ALLOWANCE - 1.0)  # at least 1 s for the launch
+    assert command_time_limit(100) == pytest.approx(100 - STOP_ALLOWANCE - 10.0)  # at most 10 s
+    assert 0 < command_time_limit(0.5)
