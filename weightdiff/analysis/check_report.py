@@ -204,7 +204,8 @@ def _audit(dumps: list[RankDump], dims: ParallelDims | None, replicated: bool) -
                 entry[0].append(placement_rank(d.coords, dims, replicated))
     findings = []
     for name, (ranks, reason, group, cls) in flagged.items():
-        index = f" (group {group.get('name', '')})" if group.get("name") else ""
+        label = group.get("name") or group.get("group")
+        index = f", group {label!r}" if isinstance(label, str) else ""
         findings.append(Finding(kind=AUDIT, name=name, ranks=sorted(ranks), where=describe_ranks(ranks, dims),
                                 detail=f"decayed (weight_decay={group['weight_decay']}{index}) but {reason}",
                                 module_class=cls))

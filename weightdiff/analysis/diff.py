@@ -179,6 +179,8 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
 def _against_stored_copy(base: dict, name: str, present: TensorMeta, present_in_a: bool, va, vb, tol: Tolerance,
                          elsewhere: StoredCopies) -> ParamDiff | None:
     """A dumped tied copy that the checkpoint side lacks, compared with the copy the checkpoint stores."""
+    if present.tie is not None and not present.tie.synced:
+        return None  # never broadcast at load: it keeps its initial values whatever the stored copy holds
     stored = elsewhere.find(name, base["coords"].tp)
     values = va if present_in_a else vb
     if stored is None or values is None or stored.tensors[name].shape != present.shape:

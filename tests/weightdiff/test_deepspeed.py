@@ -1,0 +1,117 @@
+"""weightdiff on real DeepSpeed runs (PP=2 x DP=2, ZeRO-1, gloo, torchrun; see ds_scenarios.py): the seed's
+embedding-norm reset across a restart, tied-copy drift, a diverged replica, and checkpoint folders read with
+torch.load(weights_only=True)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+import torch
+from rich.console import Console
+from safetensors.torch import load_file
+
+from tests.support import REPO, child_env, run_bounded
+from weightdiff.cli import main
+from weightdiff.read.checkpoint import OPAQUE_GLOBALS, safe_load
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ds")
+    done = run_bounded([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+                        str(REPO / "tests" / "weightdiff" / "ds_scenarios.py"), str(out)],
+                       timeout=300, env=child_env(DS_ACCELERATOR="cpu"), cwd=REPO)
+    assert done.returncode == 0 and (out / "done").exists(), done.output[-6000:]
+    return out
+
+
+def _cli(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out=Console(file=out, width=120), err=Console(file=err, width=400))
+    assert "Traceback" not in err.getvalue()
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_seed_bug_the_embedding_norm_on_the_last_stage_is_back_at_its_defaults(runs):
+    code, out, err = _cli([str(runs / "seedbug" / "run1"), str(runs / "seedbug" / "run2")])
+    assert code == 1, out + err
+    assert "all 2 differences are on pp=1 (all dp): tied_modules.embed.norm.weight" in out
+    assert "now all ones: back at a default initialisation" in out
+    assert "torch.nn.modules.normalization.LayerNorm" in out
+
+
+def test_healthy_save_and_resume_is_clean(runs):
+    code, out, err = _cli([str(runs / "healthy" / "run1"), str(runs / "healthy" / "run2")])
+    assert code == 0 and "SAME: no differences in 4 rank pairs" in out and err == ""
+    code, out, _ = _cli(["check", str(runs / "healthy" / "run2")])
+    assert code == 0 and "FAIL" not in out
+
+
+def test_tied_copies_drift_without_the_tied_gradient_reduction(runs):
+    code, out, _ = _cli(["check", str(runs / "desync"), "--json"])
+    assert code == 1
+    report = json.loads(out)
+    found = {(f["kind"], f["name"]): f for f in report["findings"]}
+    tied = found[("tied copies", "tied_modules.embed.word_embeddings.weight")]
+    assert tied["where"] == "pp=1 (all dp)" and tied["fraction"] > 0.5
+    # the reported size equals a direct computation on the dumped tensors
+    expected = 0.0
+    for dp, (first, last) in enumerate([(0, 2), (1, 3)]):
+        a = load_file(str(next((runs / "desync").glob(f"debug-2-pp0-tp0-dp{dp}-global{first}-after-*.safetensors"))))
+        b = load_file(str(next((runs / "desync").glob(f"debug-2-pp1-tp0-dp{dp}-global{last}-after-*.safetensors"))))
+        name = "tied_modules.embed.word_embeddings.weight"
+        expected = max(expected, float((a[name].double() - b[name].double()).abs().max()))
+    assert tied["max_abs"] == pytest.approx(expected, rel=1e-12) and expected > 0
+    replica = found[("dp replicas", "1.dense.weight")]
+    assert replica["where"] == "pp=0 dp=1" and replica["fraction"] == 1 / 256
+
+
+def test_checkpoint_files_load_with_weights_only_given_three_inert_stand_ins(runs):
+    folder = runs / "healthy" / "ckpt" / "global_step2"
+    zero_files = sorted(folder.glob("zero_pp_rank_*_optim_states.pt"))
+    model_files = sorted(folder.glob("*model_states.pt"))
+    assert len(zero_files) == 4 and len(model_files) == 2 + 5  # 2 mp_rank files, 5 layer files (no head file)
+    for path in model_files:
+        torch.load(path, weights_only=True, map_location="cpu")  # as they are
+    for path in zero_files:
+        assert set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path))) == set(OPAQUE_GLOBALS)
+        with pytest.raises(Exception, match="Weights only load failed"):
+            torch.load(path, weights_only=True, map_location="cpu")
+        state = safe_load(path)
+        assert state["optimizer_state_dict"]["base_optimizer_state"]["param_groups"][0]["weight_decay"] == 0.1
+
+
+def test_dumps_against_their_own_checkpoint(runs):
+    code, out, _ = _cli([str(runs / "healthy" / "run1"), str(runs / "healthy" / "ckpt")])
+    assert code == 0 and "SAME" in out
+    assert "tied_modules.embed.word_embeddings.weight on pp=1 (all dp): restored by load" in out
+    code, out, _ = _cli([str(runs / "seedbug" / "run1"), str(runs / "seedbug" / "ckpt")])
+    assert code == 1
+    assert "tied_modules.embed.norm.weight  not saved on pp=1 (all dp)" in out
+    assert "after a load it keeps its initial values" in out
+
+
+def test_two_checkpoints_compare_with_no_dump_code(runs):
+    code, out, _ = _cli([str(runs / "healthy" / "ckpt"), str(runs / "healthy" / "ckpt2")])
+    assert code == 1 and "DIFFERENT: all 19 differences are on all ranks" in out
+    code, out, _ = _cli([str(runs / "healthy" / "ckpt"), str(runs / "healthy" / "ckpt" / "global_step2")])
+    assert code == 0 and "SAME" in out
+
+
+def test_checkpoint_audit_uses_the_zero_optimizer_groups(runs):
+    code, out, _ = _cli(["check", str(runs / "seedbug" / "ckpt")])
+    assert code == 1 and "[param groups] tied_modules.embed.norm.weight on pp=0" in out
+    assert "weight_decay=0.1" in out
+    code, out, _ = _cli(["check", str(runs / "healthy" / "ckpt")])
+    assert code == 0
+
+
+def test_param_groups_by_name_understands_deepspeeds_zero_optimizer(runs):
+    for rank in range(4):
+        data = json.loads((runs / f"groups-rank{rank}.json").read_text())
+        assert data["deepspeed"] and data["deepspeed"] == data["torch"]
