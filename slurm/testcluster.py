@@ -260,7 +260,12 @@ def local_cluster_for_tests(tmp_base: Path | None = None, *, nodes: int = 4, cpu
         base = Path(tempfile.mkdtemp(prefix="hangdoctor-slurm-"))
         os.chmod(base, 0o755)
         cluster = LocalCluster(base, nodes=nodes, cpus_per_node=cpus_per_node, remove_base_on_stop=True)
-    cluster.start()
+    try:
+        cluster.start()
+    except ClusterError as err:  # another cluster took a port between our pick and the daemon's bind: once more
+        if "Address already in use" not in err.message:
+            raise
+        cluster.start()
     start_watchdog(cluster, os.getpid())
     atexit.register(cluster.stop)
     return cluster
