@@ -87,16 +87,17 @@ class SettraceBackend:
             return local
 
         def trace(frame, event, arg):
-            if not self.active:
+            code_id = cache_get(frame.f_code)
+            if code_id == 0:
+                return None  # the common case: unselected code, known already
+            if not self.active:  # a thread that still has our hook after stop()
                 sys.settrace(None)
                 return None
             try:
-                code = frame.f_code
-                code_id = cache_get(code)
                 if code_id is None:
-                    code_id = classify(code)
-                if not code_id:
-                    return None
+                    code_id = classify(frame.f_code)
+                    if not code_id:
+                        return None
                 frame.f_trace_lines = False
                 emit(CALL, code_id)
                 return local
