@@ -4,4 +4,5 @@ docstring is its --help. Adding a verb is one line here."""
 COMMANDS = {
     "attach": "hangdoctor.commands.attach",
     "analyze": "hangdoctor.commands.analyze",
+    "plan": "hangdoctor.commands.plan",
 }
