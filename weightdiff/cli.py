@@ -23,9 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find weights that changed across a save/load, desynchronised tied or replicated copies, "
                     "and norms or biases in the weight-decay group, from per-rank dumps or DeepSpeed "
                     "checkpoints.\n\n  weightdiff A/ B/            same as: weightdiff diff A/ B/\n"
-                    "  weightdiff check DIR",
+                    "  weightdiff check DIR\n  weightdiff drift DIR NAME",
         epilog=EXIT_CODES)
-    verbs = parser.add_subparsers(dest="verb", metavar="{diff,check}")
+    verbs = parser.add_subparsers(dest="verb", metavar="{diff,check,drift}")
     for verb in VERBS:
         module = importlib.import_module(f"weightdiff.commands.{verb}")
         doc = module.__doc__ or ""

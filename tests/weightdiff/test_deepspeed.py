@@ -115,3 +115,17 @@ def test_param_groups_by_name_understands_deepspeeds_zero_optimizer(runs):
     for rank in range(4):
         data = json.loads((runs / f"groups-rank{rank}.json").read_text())
         assert data["deepspeed"] and data["deepspeed"] == data["torch"]
+
+
+def test_drift_of_the_tied_embedding_over_iterations(runs, tmp_path):
+    name = "tied_modules.embed.word_embeddings.weight"
+    png = tmp_path / "drift.png"
+    code, out, _ = _cli(["drift", str(runs / "desync"), name, "--json", "--png", str(png)])
+    report = json.loads(out)
+    assert code == 1 and [p["iteration"] for p in report["points"]] == [1, 2]
+    gaps = [p["max_abs"] for p in report["points"]]
+    assert all(p["copies"] == 4 and p["distinct"] >= 2 for p in report["points"])
+    assert 0 < gaps[0] < gaps[1]  # the copies keep drifting apart
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    code, out, _ = _cli(["drift", str(runs / "healthy" / "run1"), name])
+    assert code == 0 and "copies equal at every iteration" in out

@@ -11,6 +11,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import torch
+
 from topology import RankCoords
 from weightdiff.analysis.classify import norm_reason
 from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
@@ -230,6 +232,11 @@ def compare_selections(a: Selection, b: Selection, tol: Tolerance, *, jobs: int 
     if jobs <= 1 or len(pairs) <= 1:
         results = [one(p) for p in pairs]
     else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(one, pairs))
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # parallel over pairs instead of inside each kernel
+        try:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                results = list(pool.map(one, pairs))
+        finally:
+            torch.set_num_threads(threads)
     return results, only_a, only_b

@@ -3,4 +3,4 @@
 Each module's docstring is its --help text.
 """
 
-VERBS = ("diff", "check")
+VERBS = ("diff", "check", "drift")

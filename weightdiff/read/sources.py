@@ -54,16 +54,31 @@ def _dump_names(path: Path) -> tuple[list[tuple[DumpName, Path]], list[str]]:
     return found, errors
 
 
-def select(path: str | Path, *, iteration: int | None = None, tag: str | None = None, which: str = "last",
-           prefer_tag: str = "after", jobs: int = 8) -> Selection:
-    """Choose one moment in `path`: `iteration` (default: the last or first one, per `which`) and `tag`
-    (default: `prefer_tag` when such dumps exist). Raises BadInput when nothing at all can be used."""
+@dataclass
+class FolderScan:
+    """The dump files of one folder by name (nothing read yet), to select several moments from one scan."""
+
+    path: Path
+    names: list[tuple[DumpName, Path]]
+    errors: list[str]
+
+
+def scan(path: str | Path) -> FolderScan:
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path}: no such folder")
     if not path.is_dir():
         raise BadInput(f"{path}: not a folder (give the folder that holds the dumps or the checkpoint)")
     names, errors = _dump_names(path)
+    return FolderScan(path, names, errors)
+
+
+def select(path: str | Path, *, iteration: int | None = None, tag: str | None = None, which: str = "last",
+           prefer_tag: str = "after", jobs: int = 8, scanned: FolderScan | None = None) -> Selection:
+    """Choose one moment in `path`: `iteration` (default: the last or first one, per `which`) and `tag`
+    (default: `prefer_tag` when such dumps exist). Raises BadInput when nothing at all can be used."""
+    scanned = scanned or scan(path)
+    path, names, errors = scanned.path, scanned.names, list(scanned.errors)
     if not names:
         if is_checkpoint_folder(path):
             return _select_checkpoint(path, iteration)

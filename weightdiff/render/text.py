@@ -14,6 +14,7 @@ from rich.text import Text
 
 from weightdiff.analysis.check_report import CheckReport, Finding
 from weightdiff.analysis.diff_report import DiffReport, ParamSummary
+from weightdiff.analysis.drift import DriftReport
 
 
 def fmt_float(x: float | None) -> str:
@@ -113,3 +114,15 @@ def render_check(report: CheckReport, console: Console, *, limit: int = 40) -> N
         console.print(f"  ... and {len(report.findings) - limit} more findings (--limit N, or --json for all)")
     for note in report.notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
+
+
+def render_drift(report: DriftReport, console: Console) -> None:
+    console.print(f"{report.name} in {report.path} ({report.tag}-dumps)", highlight=False, soft_wrap=True)
+    console.print(f"{'iteration':>9} {'tp':>3} {'copies':>6} {'distinct':>8} {'max |copy-ref|':>14}  norms (min .. max)")
+    for p in report.points:
+        norms = list(p.norms.values())
+        span = f"{fmt_float(min(norms))} .. {fmt_float(max(norms))}" if norms else "-"
+        console.print(f"{p.iteration:>9} {p.tp:>3} {p.copies:>6} {p.distinct:>8} {fmt_float(p.max_abs):>14}  {span}",
+                      highlight=False)
+    verdict = "copies DIFFER" if report.drifted else "copies equal at every iteration"
+    console.print(verdict, style="bold red" if report.drifted else "bold green")

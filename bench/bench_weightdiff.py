@@ -1,0 +1,162 @@
+"""weightdiff's costs, measured side by side in one run (these machines are shared and noisy):
+
+1. diff: `weightdiff a/ b/` wall time against the raw read time of the same files (every byte of both sides'
+   safetensors files read into memory), alternating the two, median of --repeat runs; reported as a ratio.
+   Two cases: b equals a except one element per tensor (a restart), and b differs everywhere (one step later).
+2. dump: `weightdiff.dump` in full and fingerprint modes against one training step of the reference trainer
+   (built in this process, world size 1: DeepSpeed pipeline engine, ZeRO-1, torch AdamW), alternating,
+   median of --repeat; reported as a fraction of the step.
+
+    .venv/bin/python bench/bench_weightdiff.py [--ranks 8] [--mb-per-rank 64] [--repeat 5] [--skip-dump]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from torch import nn  # noqa: E402
+
+import weightdiff  # noqa: E402
+from topology import ParallelDims  # noqa: E402
+
+
+class Shard(nn.Module):
+    """One rank's share of a large model: bf16 matrices and fp32 norms, about `mb` MB."""
+
+    def __init__(self, mb: int, seed: int):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        rows = 2048
+        n = max(1, (mb << 20) // (rows * 4096 * 2))
+        self.mats = nn.ParameterList(
+            nn.Parameter(torch.randn(rows, 4096, generator=g).to(torch.bfloat16)) for _ in range(n))
+        self.norm = nn.LayerNorm(4096)
+
+
+def make_sets(root: Path, ranks: int, mb: int) -> tuple[Path, Path, Path]:
+    dims = ParallelDims(tp=2, pp=ranks // 2, dp=1) if ranks % 2 == 0 else ParallelDims(pp=ranks)
+    a, b_restart, b_step = root / "a", root / "b_restart", root / "b_step"
+    for coords in dims.all_coords():
+        model = Shard(mb, seed=coords.rank)
+        weightdiff.dump(model, iteration=10, tag="after", out=a, coords=coords)
+        with torch.no_grad():
+            for p in model.mats:
+                p[p.shape[0] // 2, p.shape[1] // 2] += 1.0
+        weightdiff.dump(model, iteration=11, tag="before", out=b_restart, coords=coords)
+        with torch.no_grad():
+            for p in model.mats:
+                p.add_(torch.randn_like(p) * 1e-3)
+        weightdiff.dump(model, iteration=11, tag="before", out=b_step, coords=coords)
+    return a, b_restart, b_step
+
+
+def raw_read(folders: list[Path]) -> int:
+    total = 0
+    for folder in folders:
+        for path in sorted(folder.glob("*.safetensors")):
+            with open(path, "rb", buffering=0) as f:
+                while chunk := f.read(16 << 20):
+                    total += len(chunk)
+    return total
+
+
+def run_diff(a: Path, b: Path, jobs: int) -> int:
+    from weightdiff.cli import main
+
+    return main([str(a), str(b), "--jobs", str(jobs)], out=Console(file=io.StringIO()),
+                err=Console(file=io.StringIO()))
+
+
+def bench_diff(ranks: int, mb: int, repeat: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-weightdiff-") as tmp:
+        a, b_restart, b_step = make_sets(Path(tmp), ranks, mb)
+        size = sum(p.stat().st_size for p in a.glob("*.safetensors"))
+        print(f"diff: {ranks} ranks x {size / ranks / 2**20:.0f} MiB per side ({2 * size / 2**20:.0f} MiB read per "
+              f"diff), bf16, page cache warm, median of {repeat}")
+        raw_read([a, b_restart, b_step])  # warm the page cache
+        for label, b in (("restart (1 element per tensor differs)", b_restart), ("one step later (all differ)", b_step)):
+            for jobs in (1, os.cpu_count() or 1):
+                reads, diffs = [], []
+                for _ in range(repeat):
+                    t = time.perf_counter()
+                    raw_read([a, b])
+                    reads.append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    assert run_diff(a, b, jobs) == 1
+                    diffs.append(time.perf_counter() - t)
+                r, d = statistics.median(reads), statistics.median(diffs)
+                print(f"  {label:<40} jobs={jobs}: raw read {r:6.3f} s ({2 * size / r / 2**30:5.2f} GiB/s), "
+                      f"diff {d:6.3f} s ({2 * size / d / 2**30:5.2f} GiB/s), diff/read = {d / r:5.2f}x")
+
+
+def bench_dump(repeat: int, hidden: int, layers: int) -> None:
+    os.environ.setdefault("MASTER_PORT", "29633")
+    from trainer.config import parse_config
+    from trainer.data import replica_micro_batches
+    from trainer.distributed import identify_process, init_distributed, prepare_deepspeed_import
+    from trainer.engine import build_engine
+    from trainer.train import _quiet_deepspeed, prepare
+
+    cfg = parse_config(["--num-layers", str(layers), "--hidden-size", str(hidden), "--num-attention-heads", "8",
+                        "--seq-length", "128", "--vocab-size", "8192", "--micro-batch-size", "4",
+                        "--global-batch-size", "8", "--train-iters", "1000", "--embed-layernorm"])
+    ctx = prepare(cfg, identify_process())
+    prepare_deepspeed_import()
+    _quiet_deepspeed()
+    init_distributed(60.0, 0)
+    built = build_engine(cfg, ctx.dims, ctx.coords, ctx.faults)
+    engine, model = built.engine, built.engine.module
+    engine.set_dataiterator(replica_micro_batches(
+        start_iteration=0, dp_rank=0, dp_size=1, micro_batch_size=cfg.micro_batch_size,
+        grad_accum_steps=cfg.gradient_accumulation_steps(ctx.dims), seed=1, seq_length=cfg.seq_length,
+        vocab_size=cfg.vocab_size))
+    params = sum(p.numel() for p in model.parameters())
+    engine.train_batch()  # warm up
+    steps, full, light = [], [], []
+    with tempfile.TemporaryDirectory(prefix="bench-dump-") as tmp:
+        for i in range(repeat):
+            t = time.perf_counter()
+            engine.train_batch()
+            steps.append(time.perf_counter() - t)
+            for mode, times in (("full", full), ("fingerprint", light)):
+                t = time.perf_counter()
+                weightdiff.dump(model, iteration=i, tag="after", out=Path(tmp) / mode, coords=ctx.coords,
+                                param_groups=built.param_groups_by_name, mode=mode)
+                times.append(time.perf_counter() - t)
+    s, f, g = statistics.median(steps), statistics.median(full), statistics.median(light)
+    print(f"dump: reference trainer, 1 process, {layers} layers x hidden {hidden}, {params / 1e6:.1f} M fp32 "
+          f"parameters ({params * 4 / 2**20:.0f} MiB), GBS 8 x seq 128, median of {repeat}")
+    print(f"  training step {s:6.3f} s | full dump {f:6.3f} s = {f / s:6.1%} of a step | "
+          f"fingerprint dump {g:6.3f} s = {g / s:6.1%} of a step")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--mb-per-rank", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--skip-dump", action="store_true")
+    parser.add_argument("--skip-diff", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    if not args.skip_diff:
+        bench_diff(args.ranks, args.mb_per_rank, args.repeat)
+    if not args.skip_dump:
+        bench_dump(args.repeat, args.hidden, args.layers)
+
+
+if __name__ == "__main__":
+    main()
