@@ -7,6 +7,7 @@ every completed write. A record torn by a concurrent write or by the kill fails 
 from __future__ import annotations
 
 import json
+import sys
 
 from tracing import ringformat as fmt
 from tracing.identity import RankIdentity
@@ -60,11 +61,15 @@ def read_ring(path: str, tail: int | None = None) -> RankTrace:
         return loc
 
     threads = _read_threads(data, head, location)
-    records = _valid_records(data, head["records_off"], capacity)
-    newest = records[-1][0] if records else -1
+    records = None
+    if tail is not None and tail < capacity // 4:
+        records, newest = _newest_records(data, head["records_off"], capacity, tail)
+    if records is None:
+        records = _valid_records(data, head["records_off"], capacity)
+        newest = records[-1][0] if records else -1
+        if tail is not None:
+            records = records[-tail:] if tail > 0 else []
     trace.total_events = newest + 1
-    if tail is not None:
-        records = records[-tail:] if tail > 0 else []
     trace.dropped_events = trace.total_events - len(records)
     by_index = {t.index: t for t in threads}
     for seq, t_ns, code_id, depth, kind, thread, tseq in records:
@@ -132,3 +137,27 @@ def _valid_records(data: bytes, start: int, capacity: int) -> list[tuple]:
         newest = records[-1][0]
         records = [r for r in records if r[0] > newest - capacity]
     return records
+
+
+def _newest_records(data: bytes, start: int, capacity: int, tail: int) -> tuple[list[tuple] | None, int]:
+    """Fast path for a short tail of a big ring: find the newest seq from the seq words alone, then decode only
+    the slots of the `tail` events before it. (None, -1) when it cannot decide; the full scan decides then."""
+    if sys.byteorder != "little":
+        return None, -1
+    words = memoryview(data)[start:start + capacity * fmt.RECORD_SIZE].cast("Q")
+    seqs = words[0::4].tolist()
+    slot = max(range(capacity), key=seqs.__getitem__)
+    newest = seqs[slot]
+    if slot != newest % capacity or not _whole(data, start, slot, newest):
+        return None, -1
+    records = []
+    for seq in range(max(0, newest - tail + 1), newest + 1):
+        fields = fmt.RECORD.unpack_from(data, start + (seq % capacity) * fmt.RECORD_SIZE)
+        if fields[0] == seq and fields[7] == seq & 0xFFFFFFFF and fields[4] in KIND_WORDS:
+            records.append(fields[:7])
+    return records, newest
+
+
+def _whole(data: bytes, start: int, slot: int, seq: int) -> bool:
+    fields = fmt.RECORD.unpack_from(data, start + slot * fmt.RECORD_SIZE)
+    return fields[7] == seq & 0xFFFFFFFF and fields[4] in KIND_WORDS

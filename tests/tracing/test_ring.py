@@ -106,3 +106,17 @@ def test_stack_deeper_than_the_slots_is_marked_truncated(tmp_path):
     trace = read_ring(str(tmp_path / "r.ring"))
     assert [f.qualname for f in trace.main_thread.open_frames] == ["f0", "f1", "f2", "f3"]
     assert trace.main_thread.frames_truncated
+
+
+def test_short_tail_of_a_wrapped_ring_equals_the_full_read(tmp_path):
+    rec = make_recorder(tmp_path / "r.ring", capacity=256)
+    emit = rec.make_emit()
+    code = rec.define(loc("f"))
+    for _ in range(500):
+        emit(CALL, code)
+        emit(RETURN, code)
+    full = read_ring(str(tmp_path / "r.ring"))
+    tail = read_ring(str(tmp_path / "r.ring"), tail=10)  # the fast path: seq words only, then 10 records
+    assert [e.seq for e in tail.events] == list(range(990, 1000))
+    assert tail.events == full.events[-10:]
+    assert (tail.total_events, tail.dropped_events) == (1000, 990)

@@ -31,8 +31,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        # The newest few thousand events suffice: open frames come from the ring's stack slots, not from events.
-        loaded = load_traces(args.path, tail=max(4096, 64 * args.events))
+        # The newest thousand events suffice: open frames come from the ring's stack slots, not from events.
+        loaded = load_traces(args.path, tail=max(1024, 64 * args.events))
     except TraceInputError as e:
         raise CommandError(str(e), hint="point it at the --out folder of `tracing run`") from None
     statuses = {
