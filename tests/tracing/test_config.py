@@ -28,3 +28,14 @@ def test_env_round_trip():
 def test_bad_env_values(text, message):
     with pytest.raises(ValueError, match=message):
         TraceConfig.from_env(text)
+
+
+def test_identity_from_torchrun_srun_and_nothing():
+    from tracing.identity import current_identity
+    torchrun = current_identity({"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "2"})
+    assert (torchrun.rank, torchrun.local_rank, torchrun.world_size, torchrun.rank_source) == (5, 1, 8, "RANK")
+    srun = current_identity({"SLURM_PROCID": "13", "SLURM_LOCALID": "3", "SLURM_NTASKS": "16"})
+    assert (srun.rank, srun.local_rank, srun.world_size, srun.rank_source) == (13, 3, 16, "SLURM_PROCID")
+    alone = current_identity({})
+    assert (alone.rank, alone.local_rank, alone.world_size, alone.rank_source) == (0, 0, None, "default")
+    assert srun.file_name("trace", "txt") == f"trace-{srun.host}-3-{srun.pid}.txt"
