@@ -7,8 +7,10 @@ import random
 import signal
 import time
 
+import pytest
+
 from tests.support import PYTHON, child_env, run_bounded
-from tests.tracing.helpers import FIXTURES, Background
+from tests.tracing.helpers import FIXTURES, Background, pyenv_python
 from tracing.records import CALL, OPEN, RUNNING
 from tracing.ringreader import read_ring
 from tracing.streamfile import read_stream
@@ -100,3 +102,16 @@ def test_killed_at_random_moments_files_stay_consistent(tmp_path):
         stream = read_stream(str(next(out.glob("trace-*.txt"))))
         # The stream is written after the ring record, so it holds the same events or one fewer.
         assert ring.total_events - stream.total_events in (0, 1)
+
+
+@pytest.mark.parametrize("version", [None, "3.12.1"], ids=lambda v: v or "venv")
+def test_forked_child_leaves_the_parents_files_alone(tmp_path, version):
+    python = PYTHON if version is None else pyenv_python(version)
+    done = run_bounded([python, str(FIXTURES / "forks.py"), str(tmp_path)], timeout=60, env=child_env())
+    assert done.returncode == 0, done.output
+    for reader, pattern in ((read_ring, "*.ring"), (read_stream, "*.txt")):
+        (path,) = tmp_path.glob(pattern)
+        trace = reader(str(path))
+        assert [(e.word, e.loc.qualname) for e in trace.events] == [
+            ("open", "<module>"), ("call", "in_parent"), ("ret", "in_parent")]
+        assert trace.state_word == "stopped"
