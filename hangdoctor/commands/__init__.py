@@ -5,4 +5,5 @@ COMMANDS = {
     "attach": "hangdoctor.commands.attach",
     "analyze": "hangdoctor.commands.analyze",
     "plan": "hangdoctor.commands.plan",
+    "experiment": "hangdoctor.commands.experiment",
 }

@@ -1,0 +1,260 @@
+"""Run the trainer over configurations x toggles x repeats, catch hangs with hangdoctor, tabulate and plot.
+
+    hangdoctor experiment --config tp2="--tp 2 --gpus 2" --config pp2="--pp 2 --gpus 2" \\
+        --toggle CUDA_LAUNCH_BLOCKING=0,1 --repeats 2 --common "--num-layers 4 --train-iters 20" \\
+        --launcher sbatch --gpus-per-node 8 --hang-timeout 300 --out exp1
+    hangdoctor experiment --spec matrix.json --launcher torchrun --out exp2   # the matrix in JSON
+    hangdoctor experiment --toggle=--zero-stage=0,1 ...                         # a trainer flag as a toggle
+    hangdoctor experiment --logs old/*.log --out table                          # tables from existing logs
+
+Runs go one at a time (every cell once, then again for each repeat), through sbatch or a local torchrun. A
+watchdog reads each run's Megatron iteration lines: with no new line for --hang-timeout seconds (or none
+within --startup-timeout of the start) the run is hung, `hangdoctor attach` diagnoses it while it is still
+hung, and only then is it cancelled (its whole process tree killed under torchrun). Figures are medians after
+--warmup iterations, and say which iterations they cover.
+
+In --out: results.csv (pandas), results.md (the seeds' table), results.json, throughput.png, tflops.png, and
+runs/<run>/ with train.log, job.sbatch or command.txt, the trainer's config.json and metrics.jsonl,
+hangdoctor/ (a hung run's verdict: verdict.txt, verdict.json, report.html) and result.json.
+Exit status: 0 every run completed (every log measured), 1 some run hung, failed, timed out or did not start
+(the table says which), 2 bad usage, 3 no log could be measured, 4 cannot launch (no sbatch, no Python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from hangdoctor.commands.attach import positive_float
+from hangdoctor.commands.common import positive_int
+from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
+from hangdoctor.experiments.hang import AttachOptions
+from hangdoctor.experiments.launch import LaunchError
+from hangdoctor.experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
+from hangdoctor.experiments.plots import METRICS
+from hangdoctor.experiments.results import RunResult
+from hangdoctor.experiments.watchdog import Limits
+
+
+def plot_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in METRICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose among {', '.join(METRICS)}, e.g. tokens,tflops")
+    return names
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    m = parser.add_argument_group("the matrix")
+    m.add_argument("--config", action="append", default=[], metavar='NAME="FLAGS"',
+                   help="a configuration: the trainer's flags plus --gpus N (repeatable)")
+    m.add_argument("--toggle", action="append", default=[], metavar="NAME=V1,V2",
+                   help="an environment variable, or a trainer flag written --toggle=--flag=V1,V2 (repeatable)")
+    m.add_argument("--repeats", type=positive_int, help="runs of every cell (default 1)")
+    m.add_argument("--common", default="", metavar='"FLAGS"', help="trainer flags every configuration shares")
+    m.add_argument("--spec", type=Path, metavar="FILE", help="the matrix as JSON: common, configs, toggles, repeats")
+    m.add_argument("--logs", type=Path, nargs="+", metavar="LOG", help="no runs: tabulate these existing logs")
+    launch = parser.add_argument_group("launching")
+    launch.add_argument("--launcher", choices=("sbatch", "torchrun"), default="sbatch")
+    launch.add_argument("--python", default=sys.executable, help="the Python that runs the trainer (default: this one)")
+    launch.add_argument("--gpus-per-node", type=positive_int, help="sbatch: ranks per node (default: one node per run)")
+    launch.add_argument("--sbatch-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="sbatch: an #SBATCH option, e.g. partition=gpu_p5 or gres=gpu:8 (repeatable)")
+    launch.add_argument("--time-limit", help="sbatch: --time of each job, e.g. 00:30:00")
+    launch.add_argument("--master-port", type=positive_int, help="sbatch: rendezvous port (default: a free one per run)")
+    w = parser.add_argument_group("hang watch")
+    w.add_argument("--hang-timeout", type=positive_float, default=300.0,
+                   help="seconds without a new iteration line before a run is hung (default 300)")
+    w.add_argument("--startup-timeout", type=positive_float, default=900.0,
+                   help="seconds from the start to the first iteration line (default 900)")
+    w.add_argument("--queue-timeout", type=positive_float, default=3600.0,
+                   help="sbatch: seconds a job may stay queued (default 3600)")
+    w.add_argument("--run-timeout", type=positive_float, default=4 * 3600.0,
+                   help="seconds a run may take in all (default 14400)")
+    w.add_argument("--poll-interval", type=positive_float, default=1.0, help="seconds between checks (default 1)")
+    w.add_argument("--no-attach", action="store_true", help="do not run hangdoctor on hung runs")
+    w.add_argument("--attach-samples", type=positive_int, default=2, help="stack samples per rank (default 2)")
+    w.add_argument("--attach-interval", type=positive_float, default=1.0, help="seconds between samples (default 1)")
+    w.add_argument("--attach-timeout", type=positive_float, default=60.0, help="bound on attach (default 60)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", type=Path, help="the experiment's folder (default ./experiment-<time>)")
+    out.add_argument("--warmup", type=int, default=2, help="first iterations left out of the medians (default 2)")
+    out.add_argument("--plot", type=plot_list, default=["tokens", "tflops"], metavar="tokens,tflops",
+                     help=f"PNG plots to draw, among {', '.join(METRICS)} (default tokens,tflops)")
+    out.add_argument("--title", default="", help="a title for the markdown table")
+    out.add_argument("--resume", action="store_true", help="keep the runs --out already has and run the rest")
+    out.add_argument("--dry-run", action="store_true", help="print the runs and what would launch them; run nothing")
+    out.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+
+
+def sbatch_options(items: list[str]) -> dict[str, str]:
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--sbatch-option {item!r}: expected KEY=VALUE", "e.g. --sbatch-option partition=gpu",
+                               EXIT_USAGE)
+        options[key.lstrip("-")] = value
+    return options
+
+
+def make_matrix(args: argparse.Namespace) -> Matrix:
+    try:
+        spec = load_spec(args.spec) if args.spec else None
+        return build_matrix(configs=args.config, toggles=args.toggle, repeats=args.repeats, common=args.common,
+                            spec=spec)
+    except ValueError as exc:
+        raise CommandError(str(exc), "see `hangdoctor experiment --help`", EXIT_USAGE) from None
+
+
+def make_launcher(args: argparse.Namespace):
+    if args.launcher == "torchrun":
+        from hangdoctor.experiments.launch_torchrun import TorchrunLauncher
+
+        return TorchrunLauncher(python=args.python)
+    from hangdoctor.experiments.launch_sbatch import SbatchLauncher
+
+    return SbatchLauncher(python=args.python, gpus_per_node=args.gpus_per_node,
+                          sbatch_options=sbatch_options(args.sbatch_option), time_limit=args.time_limit,
+                          master_port=args.master_port)
+
+
+def check_runs(runs: list[RunSpec], launcher, out: Path) -> list[str]:
+    from hangdoctor.experiments.runner import run_dir_of
+
+    try:
+        return [launcher.describe(spec, run_dir_of(out, spec).resolve()) for spec in runs]
+    except ValueError as exc:
+        raise CommandError(str(exc), "fix the configuration's --gpus or --gpus-per-node", EXIT_USAGE) from None
+
+
+def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
+    recorded = out / "matrix.json"
+    wanted = matrix.to_dict()
+    if recorded.exists():
+        try:
+            before = json.loads(recorded.read_text())
+        except ValueError:
+            before = None
+        if not resume:
+            raise CommandError(f"{out} already holds an experiment", "pass --resume to continue it, or another --out",
+                               EXIT_USAGE)
+        if before != wanted:
+            raise CommandError(f"--resume: the matrix differs from the one in {recorded}",
+                               "run the same command again, or choose another --out", EXIT_USAGE)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        recorded.write_text(json.dumps(wanted, indent=1) + "\n")
+    except OSError as exc:
+        raise CommandError(f"cannot write to {out}: {exc.strerror or exc}", "choose another --out", EXIT_USAGE) from None
+
+
+def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | None, out: Console,
+           err: Console) -> None:
+    from hangdoctor.experiments.outputs import results_json, write_outputs
+    from hangdoctor.experiments.tables import render_table
+
+    if args.json:
+        out.file.write(results_json(results))
+        out.file.flush()
+    else:
+        render_table(results, out, title=args.title)
+    if out_dir is not None and results:
+        written = write_outputs(results, out_dir, title=args.title, metrics=args.plot)
+        err.print(f"Wrote {', '.join(p.name for p in written)} in {out_dir}/", markup=False, highlight=False)
+
+
+def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from hangdoctor.experiments.logs import result_from_log
+
+    if args.config or args.toggle or args.spec:
+        raise CommandError("--logs tabulates existing logs: it takes no --config, --toggle or --spec",
+                           "run the matrix and the logs in two commands", EXIT_USAGE)
+    stems = [path.stem for path in args.logs]  # "train" for every run folder's train.log: name them by folder
+    names = [path.parent.name if stems.count(path.stem) > 1 else path.stem for path in args.logs]
+    results = []
+    for index, (path, name) in enumerate(zip(args.logs, names), start=1):
+        try:
+            results.append(result_from_log(path, warmup=args.warmup, index=index, name=name))
+        except ValueError as exc:
+            if len(args.logs) == 1:
+                raise CommandError(str(exc), "give a Megatron log with iteration lines (lower --warmup for short "
+                                   "ones)", EXIT_NOT_FOUND) from None
+            err.print(f"Warning: {exc}", markup=False, highlight=False, soft_wrap=True)
+    if not results:
+        raise CommandError(f"none of the {len(args.logs)} logs has a figure to measure",
+                           "give Megatron logs with iteration lines", EXIT_NOT_FOUND)
+    report(results, args, args.out, out, err)
+    return EXIT_OK if len(results) == len(args.logs) else EXIT_PARTIAL
+
+
+def progress_events(err: Console, total: int):
+    from hangdoctor.experiments.runner import Events
+
+    def line(spec: RunSpec, text: str) -> None:
+        err.print(f"[{spec.index}/{total}] {spec.name}: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def ended(spec: RunSpec, result: RunResult, so_far: list) -> None:
+        figure = f"{result.sec_per_it:.4g} s/it ({result.measured_over})" if result.sec_per_it is not None else ""
+        detail = {"completed": figure, "hung": result.verdict or result.reason}.get(result.status) or result.reason
+        line(spec, f"{result.status}" + (f": {detail}" if detail else ""))
+
+    return Events(started=lambda spec, launched: line(spec, f"started ({launched.ident})"),
+                  diagnosing=lambda spec, reason: line(spec, f"{reason}: running hangdoctor attach"),
+                  ended=ended)
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.warmup < 0:
+        raise CommandError(f"--warmup {args.warmup} must be 0 or more", "e.g. --warmup 2", EXIT_USAGE)
+    if args.logs:
+        return run_logs(args, out, err)
+    matrix = make_matrix(args)
+    launcher = make_launcher(args)
+    out_dir = (args.out or Path(f"experiment-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
+    runs = matrix.runs()
+    described = check_runs(runs, launcher, out_dir)
+    if args.dry_run:
+        for spec, text in zip(runs, described):
+            out.print(f"# {spec.name}", markup=False, highlight=False)
+            out.print(text, markup=False, highlight=False, soft_wrap=True)
+        return EXIT_OK
+    if args.launcher == "sbatch" and shutil.which("sbatch") is None:
+        raise CommandError("sbatch not found on PATH", "run this on a SLURM login node, or use --launcher torchrun",
+                           EXIT_ENVIRONMENT)
+    try:
+        limits = Limits(hang_timeout=args.hang_timeout, startup_timeout=args.startup_timeout,
+                        queue_timeout=args.queue_timeout, run_timeout=args.run_timeout,
+                        poll_interval=args.poll_interval)
+    except ValueError as exc:
+        raise CommandError(str(exc), "", EXIT_USAGE) from None
+    prepare_out(out_dir, matrix, args.resume)
+    from hangdoctor.experiments.outputs import load_results
+    from hangdoctor.experiments.runner import RunnerOptions, run_matrix
+
+    attach = None if args.no_attach else AttachOptions(samples=args.attach_samples, interval=args.attach_interval,
+                                                       timeout=args.attach_timeout)
+    options = RunnerOptions(limits=limits, attach=attach, warmup=args.warmup, resume=args.resume)
+    err.print(f"{len(runs)} runs ({len(matrix.configs)} configurations x "
+              f"{len(runs) // (len(matrix.configs) * matrix.repeats)} toggle settings x {matrix.repeats} repeats) "
+              f"through {launcher.name}, in {out_dir}/", markup=False, highlight=False)
+    try:
+        run_matrix(matrix, launcher, out_dir, options, progress_events(err, len(runs)))
+    except BaseException as exc:  # interrupted, or no launcher: still the tables of what ran
+        from hangdoctor.experiments.outputs import write_outputs
+
+        done = load_results(out_dir)
+        if done:
+            write_outputs(done, out_dir, title=args.title, metrics=args.plot)
+        if isinstance(exc, LaunchError):
+            raise CommandError(exc.message, exc.hint, EXIT_ENVIRONMENT) from None
+        raise
+    results = load_results(out_dir)
+    report(results, args, out_dir, out, err)
+    return EXIT_OK if all(r.status == "completed" for r in results) else EXIT_PARTIAL

@@ -1,0 +1,116 @@
+"""One batch job per run, through `slurm.sbatch`: render, submit, poll `scontrol show job`, `scancel`.
+
+The script is slurm.sbatch's template (`srun python -m trainer --tensor-model-parallel-size TP ...`), with the
+run's environment toggles exported before srun and every rank's output in RUN/train.log (sbatch --output).
+The job runs in RUN/ with this process's environment (sbatch's default --export=ALL).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from hangdoctor.experiments.launch import DONE, LOG_NAME, PENDING, RUNNING, JobState, Launched, LaunchError, free_port
+from hangdoctor.experiments.matrix import RunSpec
+from slurm.errors import JobNotFound, SlurmCommandFailed, SlurmCommandMissing, SlurmError
+from slurm.jobs import show_job
+from slurm.process import run_command
+from slurm.sbatch import TERMINAL_STATES, TrainerJob, render_sbatch, submit, wait_until_done
+
+QUEUED_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"}
+UNSEEN_LIMIT = 30.0  # seconds of scontrol failures in a row before the job is given up as unreachable
+
+
+def exit_code_of(text: str) -> int | None:
+    """SLURM's ExitCode "status:signal": 1:0 -> 1, 0:9 -> -9 (killed by SIGKILL), anything else -> None."""
+    status, sep, sig = text.partition(":")
+    if not sep or not status.isdigit() or not sig.isdigit():
+        return None
+    return -int(sig) if int(sig) else int(status)
+
+
+class SbatchLauncher:
+    name = "sbatch"
+
+    def __init__(self, *, python: str, gpus_per_node: int | None = None, sbatch_options: dict[str, str] | None = None,
+                 time_limit: str | None = None, master_port: int | None = None, env: dict[str, str] | None = None):
+        self.python = python
+        self.gpus_per_node = gpus_per_node
+        self.sbatch_options = dict(sbatch_options or {})
+        self.time_limit = time_limit
+        self.master_port = master_port
+        self.env = env  # None: this process's environment (SLURM_CONF and all)
+        self._unseen_since: dict[str, float] = {}
+
+    def job_for(self, spec: RunSpec, run_dir: Path) -> TrainerJob:
+        world = spec.config.gpus
+        per_node = world if not self.gpus_per_node or world <= self.gpus_per_node else self.gpus_per_node
+        job = TrainerJob(
+            dims=spec.config.dims, tasks_per_node=per_node, trainer_args=spec.trainer_args(run_dir), env=spec.env,
+            job_name=f"hdx-{spec.name}", output=str(run_dir / LOG_NAME), time_limit=self.time_limit,
+            master_port=self.master_port or 6000, program=(self.python, "-m", "trainer"),
+            sbatch_options=self.sbatch_options,
+        )
+        try:
+            job.check()
+        except ValueError as exc:
+            raise ValueError(f"configuration {spec.config.name!r}: {exc}") from None
+        return job
+
+    def describe(self, spec: RunSpec, run_dir: Path) -> str:
+        return render_sbatch(self.job_for(spec, run_dir))
+
+    def start(self, spec: RunSpec, run_dir: Path) -> Launched:
+        job = self.job_for(spec, run_dir)
+        if self.master_port is None:  # a fresh port per run: the previous run's may still be in TIME_WAIT
+            job = replace(job, master_port=free_port())
+        script = render_sbatch(job)
+        (run_dir / "job.sbatch").write_text(script)
+        try:
+            job_id = submit(script, env=self.env, cwd=run_dir)
+        except SlurmCommandMissing as exc:
+            raise LaunchError(exc.message, exc.hint, fatal=True) from None
+        except SlurmError as exc:
+            raise LaunchError(exc.message, exc.hint or "run the script in the run's folder by hand: sbatch job.sbatch") from None
+        return Launched(ident=f"job {job_id}", job_id=job_id, log_path=run_dir / LOG_NAME,
+                        attach_args=["--jobid", job_id])
+
+    def state(self, run: Launched) -> JobState:
+        try:
+            job = show_job(run.job_id, env=self.env, timeout=10.0)
+        except JobNotFound:
+            return JobState(DONE, "gone from slurmctld (finished longer ago than MinJobAge?)")
+        except SlurmError as exc:  # slurmctld busy or restarting: the job may be fine; give it a while
+            since = self._unseen_since.setdefault(run.job_id, time.monotonic())
+            if time.monotonic() - since > UNSEEN_LIMIT:
+                return JobState(DONE, f"unreachable for {UNSEEN_LIMIT:.0f}s: {exc.message}")
+            return JobState(RUNNING, f"not seen: {exc.message}")
+        self._unseen_since.pop(run.job_id, None)
+        if job.state in QUEUED_STATES:
+            return JobState(PENDING, job.state + (f" ({job.reason})" if job.reason not in ("", "None") else ""))
+        if job.state in TERMINAL_STATES or job.state == "COMPLETING":
+            code = exit_code_of(job.fields.get("ExitCode", ""))
+            if job.state == "CANCELLED":
+                code = None if code == 0 else code
+            shown = f"{job.state} (exit {code})" if code not in (None, 0) else job.state
+            return JobState(DONE, shown, code)
+        return JobState(RUNNING, job.state)
+
+    def stop(self, run: Launched) -> str:
+        """scancel unless the job is over, then wait (30 s at most) until SLURM says it is."""
+        try:
+            before = show_job(run.job_id, env=self.env, timeout=10.0).state
+        except SlurmError:
+            before = "UNKNOWN"
+        if before in TERMINAL_STATES:
+            return before
+        result = run_command(["scancel", run.job_id], timeout=15.0, env=self.env)
+        if not result.ok:
+            return f"scancel failed: {result.first_error_line()}"
+        try:
+            return f"cancelled ({wait_until_done(run.job_id, timeout=30.0, env=self.env).state})"
+        except JobNotFound:
+            return "cancelled"
+        except SlurmCommandFailed as exc:
+            return f"cancelled, but {exc.message}"

@@ -1,0 +1,47 @@
+"""Everything an experiment leaves in its folder besides the runs: written again after every run, so an
+interrupted experiment still has its tables.
+
+    OUT/matrix.json    the matrix as it was run
+    OUT/results.csv    one row per run (pandas), every field of RunResult, a column per toggle
+    OUT/results.json   the same rows as JSON (what --json prints)
+    OUT/results.md     the seeds-style markdown table
+    OUT/throughput.png tokens/s per configuration and toggle (and tflops.png, ...: one per --plot metric)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from hangdoctor.experiments.plots import METRICS, plot_metric
+from hangdoctor.experiments.results import RESULT_NAME, RunResult
+from hangdoctor.experiments.tables import render_markdown, to_dataframe
+
+
+def load_results(out: Path) -> list[RunResult]:
+    """Every RUN/result.json under OUT/runs/, in run order (unreadable ones are skipped)."""
+    results = []
+    for path in sorted((out / "runs").glob(f"*/{RESULT_NAME}")):
+        try:
+            results.append(RunResult.load(path.parent))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sorted(results, key=lambda r: (r.index, r.run))
+
+
+def results_json(results: Sequence[RunResult]) -> str:
+    return json.dumps({"format": "hangdoctor-experiment/1", "runs": [r.to_dict() for r in results]}, indent=1) + "\n"
+
+
+def write_outputs(results: Sequence[RunResult], out: Path, *, title: str = "", metrics: Sequence[str] = ("tokens",
+                  "tflops")) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    to_dataframe(results).to_csv(out / "results.csv", index=False)
+    (out / "results.json").write_text(results_json(results))
+    (out / "results.md").write_text(render_markdown(results, title=title))
+    written += [out / "results.csv", out / "results.json", out / "results.md"]
+    for metric in metrics:
+        written.append(plot_metric(results, out / METRICS[metric][2], metric))
+    return written
