@@ -58,8 +58,11 @@ def guess_topology(found: list[Found], flags: TopologyFlags) -> tuple[ParallelDi
     tp, pp, source = flags.tp, flags.pp, "flags" if (flags.tp or flags.pp or flags.dp) else ""
     if tp is None or pp is None:
         seen = {}
-        for f in found:
-            got = (flag_value(f.cmdline, TP_FLAGS), flag_value(f.cmdline, PP_FLAGS))
+        firsts: dict[tuple[str, ...], Found] = {}
+        for f in found:  # thousands of ranks share a handful of command lines
+            firsts.setdefault(f.cmdline, f)
+        for cmdline, f in firsts.items():
+            got = (flag_value(cmdline, TP_FLAGS), flag_value(cmdline, PP_FLAGS))
             if got != (None, None):
                 seen.setdefault(got, f)
         if len(seen) > 1:
@@ -137,7 +140,8 @@ def assign_missing_ranks(found: list[Found]) -> list[str]:
 def build_records(found: list[Found], dims: ParallelDims | None) -> tuple[list[RankRecord], list[str]]:
     warnings = []
     records: dict[int, RankRecord] = {}
-    for f in sorted(found, key=lambda f: (f.rank, natural_key(f.host), f.pid)):
+    hosts = {host: natural_key(host) for host in {f.host for f in found}}
+    for f in sorted(found, key=lambda f: (f.rank, hosts[f.host], f.pid)):
         if f.rank in records:
             other = records[f.rank].identity
             warnings.append(f"rank {f.rank} found twice: pid {other.pid} on {other.host} and pid {f.pid} on {f.host}; "

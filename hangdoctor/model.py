@@ -35,6 +35,13 @@ class Frame:
     file: str  # py-spy's short_filename: relative to site-packages or the script's directory, e.g. torch/distributed/distributed_c10d.py
     line: int = 0  # 0 for native frames
     native: bool = False  # a C/C++ frame (from --native), e.g. "c10d::Work::wait (libtorch_cpu.so)"
+    _hash: int = field(init=False, repr=False, compare=False)  # computed once: frames are dict keys by the million
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.name, self.file, self.line, self.native)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def label(self) -> str:
         return f"{self.name} ({self.file}:{self.line})" if self.line else f"{self.name} ({self.file})"
@@ -43,7 +50,7 @@ class Frame:
 Stack = tuple[Frame, ...]  # innermost frame first
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ThreadStack:
     thread_id: int  # the OS thread id (equal to the pid for the main thread)
     name: str  # e.g. "MainThread"

@@ -1,13 +1,16 @@
-"""Run `py-spy dump` on one process under a hard timeout and classify the outcome. Stdlib only.
+"""Run `py-spy dump` on many processes at once, each under a hard timeout, and classify every outcome.
 
-The command is an argument list (never a shell string). On timeout our own py-spy child is killed: the
-kernel then detaches it from the target, which carries on. Nothing here signals the job's processes.
+Up to `parallel` py-spy processes run at once and one selector loop reads their pipes (no thread per
+process: on a busy node, starting threads costs more than the dumps). Commands are argument lists, never shell strings.
+On timeout our own py-spy is killed: the kernel then detaches it from its target, which carries on.
+Nothing here signals the job's processes. Stdlib only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import selectors
 import subprocess
 import time
 
@@ -32,18 +35,15 @@ def pyspy_command(pyspy: str, pid: int, *, json_out: bool, native: bool, nonbloc
 
 
 def error_line(text: str) -> str:
-    """py-spy's own message: the "Error: ..." line and its "Caused by" reasons, without the backtrace."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """py-spy's own message: the "Error: ..." line and its numbered causes, without the backtrace."""
     picked = []
-    for i, line in enumerate(lines):
+    for line in (raw.strip() for raw in text.splitlines()):
         if line.lower().startswith("stack backtrace"):
             break
-        if line.startswith("Error:") or line.startswith("Permission Denied") or (picked and line[:2].rstrip(":").isdigit()):
+        if line.startswith(("Error:", "Permission Denied")) or (picked and line.split(":", 1)[0].isdigit()):
             picked.append(line)
-        elif line == "Caused by:":
-            continue
     if not picked:
-        picked = [line for line in lines if not line.lower().startswith("stack backtrace")][:2]
+        picked = [line.strip() for line in text.splitlines() if line.strip()][:2]
     return " ".join(picked)[:500]
 
 
@@ -68,47 +68,111 @@ def pyspy_env() -> dict:
     return env
 
 
+def outcome(pid: int, returncode: int, out: bytes, err: bytes, *, json_out: bool) -> dict:
+    """The result of one finished py-spy: status, and its output (parsed JSON or text) or its error line."""
+    text_out, text_err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    if returncode != 0:
+        both = text_err + "\n" + text_out
+        return {"status": classify_failure(both, pid), "error": error_line(both) or f"py-spy exited with {returncode}"}
+    if not json_out:
+        return {"status": OK, "error": "", "pyspy_text": text_out}
+    try:
+        return {"status": OK, "error": "", "pyspy_json": json.loads(text_out)}
+    except ValueError:
+        return {"status": OK, "error": "py-spy's output is not JSON; kept as text", "pyspy_text": text_out}
+
+
+class _Running:
+    def __init__(self, pid: int, proc: subprocess.Popen, started: float, timeout: float, hard_end: float | None):
+        self.pid, self.proc, self.started = pid, proc, started
+        self.deadline = started + timeout if hard_end is None else min(started + timeout, hard_end)
+        self.out, self.err, self.open = [], [], 2
+
+
+def default_parallel() -> int:
+    """Dumps at a time: twice the CPUs (py-spy --native spends ~0.7 s of CPU on libtorch's unwind tables;
+    sixteen at once on two cores would each take ten times longer), at least 4 so that a few stuck py-spys
+    do not hold up the rest."""
+    return max(4, 2 * (os.cpu_count() or 1))
+
+
+def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = True, native: bool = False,
+              on_done=None, parallel: int | None = None, deadline: float | None = None) -> dict:
+    """requests: [(pid, nonblocking), ...]. Returns {pid: result}; every result has status, seconds, error,
+    nonblocking, native. Each py-spy gets `timeout` seconds from its own start, and all end by `deadline`
+    (time.monotonic()); `on_done(pid)` is called as each finishes."""
+    results: dict = {}
+    waiting = list(reversed(requests))
+    running: list = []
+    selector = selectors.DefaultSelector()
+    env = pyspy_env()
+    parallel = parallel or default_parallel()
+    while waiting or running:
+        while waiting and len(running) < parallel:
+            pid, nonblocking = waiting.pop()
+            results[pid] = {"seconds": 0.0, "nonblocking": nonblocking, "native": native and not nonblocking}
+            if deadline is not None and time.monotonic() >= deadline - 0.1:
+                results[pid].update(status=TIMEOUT, error="not dumped: the collection's time bound was reached")
+                if on_done is not None:
+                    on_done(pid)
+                continue
+            try:
+                proc = subprocess.Popen(
+                    pyspy_command(pyspy, pid, json_out=json_out, native=native, nonblocking=nonblocking),
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+            except OSError as exc:
+                results[pid].update(status=ERROR, error=f"cannot run {pyspy}: {exc.strerror or exc}")
+                if on_done is not None:
+                    on_done(pid)
+                continue
+            job = _Running(pid, proc, time.monotonic(), timeout, deadline)
+            selector.register(proc.stdout, selectors.EVENT_READ, (job, job.out))
+            selector.register(proc.stderr, selectors.EVENT_READ, (job, job.err))
+            running.append(job)
+        if not running:
+            continue
+        nearest = min(job.deadline for job in running)
+        for key, _ in selector.select(timeout=max(0.0, min(0.2, nearest - time.monotonic()))):
+            job, sink = key.data
+            chunk = os.read(key.fd, 1 << 16)
+            if chunk:
+                sink.append(chunk)
+            else:
+                selector.unregister(key.fileobj)
+                key.fileobj.close()
+                job.open -= 1
+        now = time.monotonic()
+        for job in [j for j in running if j.open == 0 or now >= j.deadline]:
+            running.remove(job)
+            _finish(job, results[job.pid], selector, now, timeout, json_out)
+            if on_done is not None:
+                on_done(job.pid)
+    selector.close()
+    return results
+
+
+def _finish(job: _Running, result: dict, selector, now: float, timeout: float, json_out: bool) -> None:
+    if job.open:
+        job.proc.kill()  # our py-spy, never the target
+        for stream in (job.proc.stdout, job.proc.stderr):
+            if not stream.closed:
+                selector.unregister(stream)
+                stream.close()
+        result.update(status=TIMEOUT, error=f"py-spy did not answer within {timeout:g}s")
+    try:
+        returncode = job.proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        returncode = None  # a py-spy stuck in the kernel: abandon it rather than wait
+    if not job.open:
+        result.update(outcome(job.pid, -9 if returncode is None else returncode, b"".join(job.out),
+                              b"".join(job.err), json_out=json_out))
+    result["seconds"] = round(now - job.started, 4)
+
+
 def dump_process(pyspy: str, pid: int, *, timeout: float, json_out: bool = True, native: bool = False,
                  nonblocking: bool = False) -> dict:
-    """Dump one process. Returns {"status", "seconds", "pyspy_json" | "pyspy_text", "error", "nonblocking"}."""
-    cmd = pyspy_command(pyspy, pid, json_out=json_out, native=native, nonblocking=nonblocking)
-    result = {"status": ERROR, "seconds": 0.0, "error": "", "nonblocking": nonblocking,
-              "native": native and not nonblocking}
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=pyspy_env())
-    except OSError as exc:
-        result["error"] = f"cannot run {pyspy}: {exc.strerror or exc}"
-        return result
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()  # our py-spy, never the target
-        try:
-            proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass  # a py-spy stuck in the kernel: abandon it rather than wait
-        result.update(status=TIMEOUT, seconds=time.monotonic() - start,
-                      error=f"py-spy did not answer within {timeout:g}s")
-        return result
-    result["seconds"] = time.monotonic() - start
-    text_out = out.decode("utf-8", "replace")
-    text_err = err.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        result["status"] = classify_failure(text_err + "\n" + text_out, pid)
-        result["error"] = error_line(text_err + "\n" + text_out) or f"py-spy exited with {proc.returncode}"
-        return result
-    if json_out:
-        try:
-            result["pyspy_json"] = json.loads(text_out)
-        except ValueError:
-            result["pyspy_text"] = text_out
-            result["error"] = "py-spy's output is not JSON; kept as text"
-    else:
-        result["pyspy_text"] = text_out
-    result["status"] = OK
-    return result
+    """One process: dump_many with a single request."""
+    return dump_many(pyspy, [(pid, nonblocking)], timeout=timeout, json_out=json_out, native=native)[pid]
 
 
 def pyspy_version(pyspy: str) -> str:

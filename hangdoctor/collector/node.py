@@ -3,18 +3,19 @@
 Stdlib only. Every wait is bounded: each py-spy by `dump_timeout`, the whole node by `deadline` (seconds
 since the epoch). A rank in state D (uninterruptible) or T (stopped) is read with py-spy's --nonblocking,
 which needs no ptrace-stop: a blocking dump of a D-state process could wait forever, and a stopped one
-cannot be paused. The document keeps py-spy's raw output verbatim, per rank and per sample.
+cannot be paused. The document keeps py-spy's output per rank and per sample: text as printed, JSON with identical frames
+stored once per node (compact.py; `compact.expand` gives py-spy's JSON back exactly).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from hangdoctor.collector import dump, procs
+from hangdoctor.collector import compact, dump, procs
 
 FORMAT = "hangdoctor-node/1"
 D_STATE, STOPPED = "d-state", "stopped"
@@ -25,26 +26,38 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def sample_one(pyspy: str, pid: int, index: int, *, native: bool, nonblocking: bool, json_out: bool,
-               timeout: float) -> dict:
-    stat = procs.read_stat(pid)
-    sample = {"index": index, "time": time.time(), "state": "", "wchan": "", "cpu_percent": None}
-    if stat is None or stat["state"] in ("Z", "X", "x"):
-        sample.update(status=dump.GONE, error="the process exited" if stat is None else "zombie: the process exited")
-        return sample
-    state = stat["state"]
-    sample.update(state=state, wchan=procs.read_text(f"/proc/{pid}/wchan"))
-    held = state in ("D", "T", "t")
-    result = dump.dump_process(pyspy, pid, timeout=timeout, json_out=json_out, native=native,
-                               nonblocking=nonblocking or held)
-    sample.update(result)
-    if held:
-        # The rank is not running whatever py-spy managed to read: it did not respond.
-        reason = "uninterruptible sleep (state D)" if state == "D" else "stopped (state T: SIGSTOP or a debugger)"
-        read = "its stack was read without pausing it" if result["status"] == dump.OK else result["error"]
-        sample["status"] = D_STATE if state == "D" else STOPPED
-        sample["error"] = f"{reason}; {read}"
-    return sample
+def held_reason(state: str) -> str:
+    return "uninterruptible sleep (state D)" if state == "D" else "stopped (state T: SIGSTOP or a debugger)"
+
+
+def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking: bool, json_out: bool,
+                timeout: float, on_done=None, deadline: float | None = None) -> dict:
+    """One sample of every pid, all dumped at once: {pid: sample dict}."""
+    samples, requests = {}, []
+    for pid in pids:
+        stat = procs.read_stat(pid)
+        sample = {"index": index, "time": time.time(), "state": "", "wchan": "", "cpu_percent": None}
+        samples[pid] = sample
+        if stat is None or stat["state"] in ("Z", "X", "x"):
+            sample.update(status=dump.GONE, error="the process exited" if stat is None else "zombie: the process exited",
+                          seconds=0.0, nonblocking=False)
+            if on_done is not None:
+                on_done(pid)
+            continue
+        sample.update(state=stat["state"], wchan=procs.read_text(f"/proc/{pid}/wchan"))
+        # D: a blocking dump would wait for the kernel forever; T: a stopped process cannot be paused.
+        requests.append((pid, nonblocking or stat["state"] in ("D", "T", "t")))
+    results = dump.dump_many(pyspy, requests, timeout=timeout, json_out=json_out, native=native, on_done=on_done,
+                             deadline=deadline)
+    for pid, result in results.items():
+        sample = samples[pid]
+        sample.update(result)
+        if sample["state"] in ("D", "T", "t"):
+            # The rank is not running, whatever py-spy managed to read: it did not respond.
+            read = "its stack was read without pausing it" if result["status"] == dump.OK else result["error"]
+            sample["status"] = D_STATE if sample["state"] == "D" else STOPPED
+            sample["error"] = f"{held_reason(sample['state'])}; {read}"
+    return samples
 
 
 def collect(options: dict, progress=None) -> dict:
@@ -59,7 +72,7 @@ def collect(options: dict, progress=None) -> dict:
         "python": sys.version.split()[0], "started": started, "finished": None, "options": {
             key: options.get(key) for key in ("samples", "interval", "native", "nonblocking", "dump_timeout", "match", "pids")
         },
-        "pyspy": {"path": options["pyspy"], "version": dump.pyspy_version(options["pyspy"])},
+        "pyspy": {"path": options["pyspy"], "version": ""},
         "processes": [], "skipped": [], "errors": [],
     }
     if options.get("pids"):
@@ -83,52 +96,74 @@ def collect(options: dict, progress=None) -> dict:
     interval = float(options.get("interval") or 0.0)
     deadline = options.get("deadline")
     total, done = samples * len(infos), 0
-    ticks = {info["pid"]: _ticks(info["pid"]) for info in infos}
-    tick_time = time.monotonic()
-    first = time.monotonic()
-    with ThreadPoolExecutor(max_workers=min(32, len(infos))) as pool:
-        for index in range(samples):
-            if index:
-                wait = first + index * interval - time.monotonic()
-                if deadline is not None:
-                    wait = min(wait, deadline - time.time())
-                if wait > 0:
-                    time.sleep(wait)
-            remaining = None if deadline is None else deadline - time.time()
-            if remaining is not None and remaining <= 0.2:
-                doc["errors"].append(f"deadline reached: {index} of {samples} samples taken")
-                break
-            timeout = float(options.get("dump_timeout") or 10.0)
-            if remaining is not None:
-                timeout = max(0.1, min(timeout, remaining - 0.2))
-            futures = [
-                pool.submit(sample_one, options["pyspy"], info["pid"], index, native=bool(options.get("native")),
-                            nonblocking=bool(options.get("nonblocking")), json_out=options.get("json", True),
-                            timeout=timeout)
-                for info in infos
-            ]
-            for info, future in zip(infos, futures):
-                info["samples"].append(future.result())
-                done += 1
-                if progress is not None:
-                    progress(done, total)
-            # CPU use of each process since the previous reading, at least cpu_window seconds apart.
-            window = float(options.get("cpu_window", 0.1))
-            pause = tick_time + window - time.monotonic()
+    pids = [info["pid"] for info in infos]
+    ticks = {pid: _ticks(pid) for pid in pids}
+    tick_time = first = time.monotonic()
+    version = _start_version(options["pyspy"])  # alongside the first dumps
+
+    def one_done(pid: int) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    for index in range(samples):
+        if index:
+            wait = first + index * interval - time.monotonic()
             if deadline is not None:
-                pause = min(pause, deadline - time.time())
-            if pause > 0:
-                time.sleep(pause)
-            now = time.monotonic()
-            for info in infos:
-                current = _ticks(info["pid"])
-                before = ticks.get(info["pid"])
-                if current is not None and before is not None and now > tick_time:
-                    info["samples"][-1]["cpu_percent"] = round(100.0 * (current - before) / procs.CLOCK_TICKS / (now - tick_time), 1)
-                ticks[info["pid"]] = current
-            tick_time = now
+                wait = min(wait, deadline - time.time())
+            if wait > 0:
+                time.sleep(wait)
+        remaining = None if deadline is None else deadline - time.time()
+        if remaining is not None and remaining <= 0.2:
+            doc["errors"].append(f"deadline reached: {index} of {samples} samples taken")
+            break
+        timeout = float(options.get("dump_timeout") or 10.0)
+        if remaining is not None:
+            timeout = max(0.1, min(timeout, remaining - 0.2))
+        stop_by = None if remaining is None else time.monotonic() + remaining - 0.2
+        taken = take_sample(options["pyspy"], pids, index, native=bool(options.get("native")),
+                            nonblocking=bool(options.get("nonblocking")), json_out=options.get("json", True),
+                            timeout=timeout, on_done=one_done, deadline=stop_by)
+        for info in infos:
+            info["samples"].append(taken[info["pid"]])
+        # CPU use of each process since the previous reading, at least cpu_window seconds apart.
+        pause = tick_time + float(options.get("cpu_window", 0.05)) - time.monotonic()
+        if deadline is not None:
+            pause = min(pause, deadline - time.time())
+        if pause > 0:
+            time.sleep(pause)
+        now = time.monotonic()
+        for info in infos:
+            current, before = _ticks(info["pid"]), ticks.get(info["pid"])
+            if current is not None and before is not None and now > tick_time:
+                info["samples"][-1]["cpu_percent"] = round(
+                    100.0 * (current - before) / procs.CLOCK_TICKS / (now - tick_time), 1)
+            ticks[info["pid"]] = current
+        tick_time = now
+    doc["pyspy"]["version"] = _finish_version(version)
     doc["finished"] = time.time()
-    return doc
+    return compact.factor(doc)
+
+
+def _start_version(pyspy: str):
+    try:
+        return subprocess.Popen([pyspy, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, env=dump.pyspy_env())
+    except OSError:
+        return None
+
+
+def _finish_version(proc) -> str:
+    if proc is None:
+        return ""
+    try:
+        out, _ = proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return ""
+    return out.decode("utf-8", "replace").strip().replace("py-spy ", "")
 
 
 def _ticks(pid: int):

@@ -12,7 +12,7 @@ from hangdoctor.model import Frame, Stack
 
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
 _frames: dict[tuple, Frame] = {}
-_stacks: dict[tuple, Stack] = {}
+_stacks: dict[tuple, Stack] = {}  # ids of interned frames -> stack (interned frames live as long as _frames)
 
 
 def frame(name: str, file: str, line: int, native: bool) -> Frame:
@@ -26,10 +26,11 @@ def frame(name: str, file: str, line: int, native: bool) -> Frame:
 
 
 def stack(frames: list[Frame] | tuple[Frame, ...]) -> Stack:
-    key = tuple(frames)
+    """The one tuple for these frames. Keyed by the frames' ids: interned frames are unique objects."""
+    key = tuple(map(id, frames))
     found = _stacks.get(key)
     if found is None:
-        found = _stacks[key] = key
+        found = _stacks[key] = tuple(frames)
     return found
 
 

@@ -73,7 +73,10 @@ def read_file(path: Path) -> tuple[list[NodeReport], list[Found]]:
         except ValueError as exc:
             raise InputError(f"{path}: not valid JSON ({exc})") from None
         if is_node_doc(data):
-            report, found = read_node_doc(data, node_from_filename(path))
+            try:
+                report, found = read_node_doc(data, node_from_filename(path))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise InputError(f"{path}: damaged hangdoctor node file ({exc})") from None
             return [report], found
         if isinstance(data, list):
             try:

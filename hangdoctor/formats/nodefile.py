@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangdoctor.collector.node import FORMAT
-from hangdoctor.formats.pyspy_json import parse_threads
+from hangdoctor.formats import frames as interned
+from hangdoctor.formats.pyspy_json import frame_from_json, parse_threads
 from hangdoctor.formats.pyspy_text import parse_text
-from hangdoctor.model import ERROR, NodeReport, Sample, ThreadStack
+from hangdoctor.model import ERROR, Frame, NodeReport, Sample, ThreadStack
 
 
 @dataclass
@@ -29,6 +30,7 @@ def is_node_doc(data: object) -> bool:
 
 
 def _threads(sample: dict) -> tuple[tuple[ThreadStack, ...], str]:
+    """py-spy's JSON as printed, or its text (the collector's --text mode)."""
     if sample.get("pyspy_json") is not None:
         try:
             return parse_threads(sample["pyspy_json"]), ""
@@ -40,8 +42,30 @@ def _threads(sample: dict) -> tuple[tuple[ThreadStack, ...], str]:
     return (), ""
 
 
-def read_sample(raw: dict) -> Sample:
-    threads, problem = _threads(raw)
+def _factored_threads(raw: list, table: list[Frame], stacks: dict) -> tuple[ThreadStack, ...]:
+    """The collector's factored threads (frames as indices into the node's table); the hot path at scale.
+
+    `stacks` maps a tuple of indices to its interned stack, for the whole node."""
+    threads = []
+    for item in raw:
+        key = tuple(item["frames"])
+        stack = stacks.get(key)
+        if stack is None:
+            stack = stacks[key] = interned.stack([table[i] for i in key])
+        threads.append(ThreadStack(item.get("os_thread_id") or item.get("thread_id") or 0,
+                                   item.get("thread_name") or "", stack, item.get("active"), item.get("owns_gil")))
+    return tuple(threads)
+
+
+def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None = None) -> Sample:
+    problem = ""
+    if raw.get("pyspy_threads") is not None:
+        try:
+            threads = _factored_threads(raw["pyspy_threads"], table or [], {} if stacks is None else stacks)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            threads, problem = (), f"unreadable py-spy JSON: {exc!r}"
+    else:
+        threads, problem = _threads(raw)
     status = raw.get("status") or ERROR
     return Sample(
         index=int(raw.get("index", 0)), time=float(raw.get("time") or 0.0),
@@ -56,13 +80,17 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
     if not is_node_doc(doc):
         raise ValueError(f"not a hangdoctor node document (expected format {FORMAT})")
     name = doc.get("node") or fallback_name
-    found = []
+    try:
+        table = [frame_from_json(f) for f in doc.get("frame_table") or []]
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise ValueError(f"bad frame table: {exc}") from None
+    found, stacks = [], {}
     for proc in doc.get("processes", []):
         rank = proc.get("rank")
         found.append(Found(
             host=name, pid=int(proc["pid"]), rank=rank, rank_source=proc.get("rank_key") or "env",
             local_rank=proc.get("local_rank"), world_size=proc.get("world_size"),
-            cmdline=tuple(proc.get("cmdline") or ()), samples=[read_sample(s) for s in proc.get("samples", [])],
+            cmdline=tuple(proc.get("cmdline") or ()), samples=[read_sample(s, table, stacks) for s in proc.get("samples", [])],
         ))
     errors = list(doc.get("errors") or [])
     report = NodeReport(

@@ -1,25 +1,39 @@
-"""py-spy's `dump --json` output (a list of threads, each with frames innermost first) -> ThreadStacks."""
+"""py-spy's `dump --json` output (a list of threads, each with frames innermost first) -> ThreadStacks.
+
+The collector's factored form (collector/compact.py) is read by formats/nodefile.py with the same frames.
+"""
 
 from __future__ import annotations
 
 from hangdoctor.formats import frames as interned
-from hangdoctor.model import ThreadStack
+from hangdoctor.model import Frame, ThreadStack
+
+_by_json: dict[tuple, Frame] = {}  # (name, short_filename, line, module) -> interned frame
+
+
+def frame_from_json(f: dict) -> Frame:
+    key = (f.get("name"), f.get("short_filename") or f.get("filename"), f.get("line") or 0, f.get("module"))
+    found = _by_json.get(key)
+    if found is None:
+        name, file, line, module = key
+        file = str(file or "?")
+        native = bool(module) or (line == 0 and interned.looks_native(file))
+        found = _by_json[key] = interned.frame(str(name or "?"), file, int(line), native)
+    return found
 
 
 def parse_threads(data: list) -> tuple[ThreadStack, ...]:
-    """Accepts py-spy 0.3/0.4 JSON. Raises ValueError on anything that is not a list of thread objects."""
+    """Accepts py-spy 0.3/0.4 JSON. Raises ValueError on anything else."""
     if not isinstance(data, list):
         raise ValueError("py-spy JSON must be a list of threads")
     threads = []
     for item in data:
         if not isinstance(item, dict) or not isinstance(item.get("frames"), list):
             raise ValueError("py-spy JSON thread without a frames list")
-        frames = []
-        for f in item["frames"]:
-            line = f.get("line") or 0
-            native = bool(f.get("module")) or (line == 0 and interned.looks_native(f.get("short_filename") or ""))
-            frames.append(interned.frame(str(f.get("name", "?")), str(f.get("short_filename") or f.get("filename") or "?"),
-                                         int(line), native))
+        try:
+            frames = [frame_from_json(f) for f in item["frames"]]
+        except (IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"bad frame in py-spy JSON: {exc}") from None
         tid = item.get("os_thread_id") or item.get("thread_id") or 0
         threads.append(ThreadStack(
             thread_id=int(tid), name=item.get("thread_name") or "", frames=interned.stack(frames),

@@ -70,6 +70,23 @@ class Procs:
             kill_group(proc)
 
 
+def kill_torchrun_workers(run_id: str) -> None:
+    """SIGKILL every worker of a torchrun job: they run in their own sessions, so killing torchrun's process
+    group leaves them behind (a stopped worker would stay forever)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            env = open(f"/proc/{name}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"TORCHELASTIC_RUN_ID={run_id}".encode() in env:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def torchrun_run_id(text: str) -> str:
     """TORCHELASTIC_RUN_ID of the workers whose command line contains `text`."""
     for name in os.listdir("/proc"):
@@ -124,9 +141,21 @@ class GlooJob:
 
     @property
     def run_id(self) -> str:
-        env = open(f"/proc/{self.pids[0]}/environ", "rb").read().split(b"\0")
+        env = open(f"/proc/{min(self.pids.values())}/environ", "rb").read().split(b"\0")
         return next(item.split(b"=", 1)[1].decode() for item in env if item.startswith(b"TORCHELASTIC_RUN_ID="))
 
     def stop(self) -> None:
+        run_id = None
+        try:
+            run_id = self.run_id
+        except (OSError, KeyError, StopIteration):
+            pass
         if self.proc is not None:
             kill_group(self.proc)
+        for pid in self.pids.values():  # also the ones that never showed a run id
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if run_id:
+            kill_torchrun_workers(run_id)

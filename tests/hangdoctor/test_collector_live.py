@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hangdoctor.collector import dump, node
+from hangdoctor.collector import compact, dump, node
 from hangdoctor.collector.procs import find_ranks
 from tests.hangdoctor.livejobs import Procs, proc_state
 from tests.support import PYTHON, REPO, child_env, run_bounded
@@ -45,7 +45,7 @@ def test_ranks_found_by_environment_launchers_and_workers_set_aside_not_python_r
     assert any(f"child of rank 1 (pid {forker})" in s for s in doc["skipped"]), doc["skipped"]
     sample = ranks[0]["samples"][0]
     assert sample["status"] == "ok" and sample["state"] == "S"
-    main = next(t for t in sample["pyspy_json"] if t["os_thread_id"] == sleeper)
+    main = next(t for t in compact.expand(doc, sample) if t["os_thread_id"] == sleeper)
     assert [f["name"] for f in main["frames"][:2]] == ["wait_here", "main"]
     assert ranks[2]["samples"][0]["status"] == "not-python"
     assert "HDTEST" not in ranks[0]["env"], "only the identity variables are kept, never the whole environment"
@@ -66,7 +66,7 @@ def test_stopped_and_d_state_ranks_are_read_without_pausing_them_and_reported():
         assert (stopped["status"], stopped["state"], stopped["nonblocking"]) == ("stopped", "T", True)
         assert (d_state["status"], d_state["state"], d_state["nonblocking"]) == ("d-state", "D", True)
         assert "its stack was read without pausing it" in d_state["error"]
-        frames = [f["name"] for t in d_state["pyspy_json"] for f in t["frames"]]
+        frames = [f["name"] for t in compact.expand(doc, d_state) for f in t["frames"]]
         assert "hold_in_d_state" in frames
         assert proc_state(stopper) == "T" and proc_state(blocked) == "D", "the collector left them as they were"
 
@@ -128,7 +128,7 @@ def test_repeated_samples_and_cpu_use():
         doc = collect("--match", f"HDTEST={procs.token}", "--samples", "3", "--interval", "0.3")
     ranks = by_rank(doc)
     assert [len(ranks[r]["samples"]) for r in (0, 1)] == [3, 3]
-    depth = [len(next(t for t in s["pyspy_json"] if t["thread_name"] == "MainThread")["frames"])
+    depth = [len(next(t for t in compact.expand(doc, s) if t["thread_name"] == "MainThread")["frames"])
              for s in ranks[1]["samples"]]
     assert depth[0] < depth[1] < depth[2], f"the mover goes deeper between samples: {depth}"
     assert all(s["cpu_percent"] is not None for r in (0, 1) for s in ranks[r]["samples"])
@@ -144,6 +144,19 @@ def test_chunked_output_survives_transports_that_cut_long_lines():
     from hangdoctor.sources.remote import read_chunked
     docs, broken = read_chunked("\n".join(f"0: {line}" for line in lines))
     assert not broken and docs[0]["node"] == "nX" and docs[0]["processes"][0]["rank"] == 0
+
+
+def test_factored_frames_give_back_pyspys_json_exactly():
+    with Procs() as procs:
+        pid = procs.start("mover", RANK="0")
+        doc = collect("--match", f"HDTEST={procs.token}", "--samples", "2", "--interval", "0.2")
+        raw = json.loads(run_bounded([PYSPY, "dump", "--json", "--pid", str(pid)], timeout=30).stdout)
+    threads = [compact.expand(doc, s) for s in doc["processes"][0]["samples"]]
+    assert len(doc["frame_table"]) < sum(len(t["frames"]) for sample in threads for t in sample)
+    assert set(threads[0][0]) == set(raw[0]) and set(threads[0][0]["frames"][0]) == set(raw[0]["frames"][0])
+    refactored = compact.factor({"processes": [{"samples": [{"pyspy_json": t} for t in threads]}]})
+    again = [compact.expand(refactored, s) for s in refactored["processes"][0]["samples"]]
+    assert again == threads
 
 
 def test_find_ranks_leaves_out_our_own_process_tree():

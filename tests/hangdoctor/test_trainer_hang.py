@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.hangdoctor.livejobs import kill_group, torchrun_run_id
+from tests.hangdoctor.livejobs import kill_group, kill_torchrun_workers, torchrun_run_id
 from tests.support import PYTHON, REPO, child_env, run_bounded
 from tests.trainer_runs import MODEL, torchrun_command
 
@@ -33,9 +33,12 @@ def hung_trainer(tmp_path_factory):
         while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
             time.sleep(0.5)
+        run_id = torchrun_run_id(str(run_dir))
         yield run_dir
     finally:
         kill_group(proc)
+        if "run_id" in locals():
+            kill_torchrun_workers(run_id)
 
 
 def attach_until_settled(run_id: str, out) -> dict:

@@ -1,0 +1,135 @@
+"""hangdoctor's analysis alone, over simulated dump sets of 1,024, 4,096 and 16,384 ranks: time and peak memory.
+
+The dump sets are made from REAL dumps by rank substitution: the collector's node file recorded from the
+reference trainer hung by skip-loss-broadcast (tests/hangdoctor/data/trainer_pp2dp2_skip_loss_broadcast.node.json,
+2 samples per rank: pp=0 in broadcast, pp=1 in recv) gives every rank of every stage but the last the
+broadcast stacks, and the last stage the recv stacks; the gloo fixture's recording
+(gloo8_mixed.node.json) adds one SIGSTOPped rank and one straggler whose stack is 400 frames deep.
+Ranks get new pids, RANK/LOCAL_RANK/WORLD_SIZE and argv (--tp 8 --pp 16), 8 per node file, as `attach` writes
+them. Each size runs in a fresh process pinned to one core:
+- load: read and parse every node file (JSON, py-spy frames interned) into a Collection;
+- verdict: diagnose() (tree, classes, waits, suspects, hints);
+- report: the terminal report rendered into a string, and the JSON report serialised.
+Peak memory is the process's maximum resident set (ru_maxrss) minus the same process's before loading.
+
+    .venv/bin/python bench/hangdoctor_analysis.py --sizes 1024 4096 16384 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+DATA = REPO / "tests" / "hangdoctor" / "data"
+from hangdoctor.collector import compact  # noqa: E402
+PER_NODE = 8
+
+
+def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
+    trainer = json.loads((DATA / "trainer_pp2dp2_skip_loss_broadcast.node.json").read_text())
+    gloo = json.loads((DATA / "gloo8_mixed.node.json").read_text())
+    by_rank = {p["rank"]: p for p in trainer["processes"]}
+    gloo_rank = {p["rank"]: p for p in gloo["processes"]}
+    per_stage = world // pp
+    cmdline = ["python", "-m", "trainer", "--tensor-model-parallel-size", str(tp),
+               "--pipeline-model-parallel-size", str(pp)]
+    stopped, straggler = world // 3, world // 3 + 1
+    folder.mkdir(parents=True, exist_ok=True)
+    for first in range(0, world, PER_NODE):
+        doc = copy.deepcopy({k: v for k, v in trainer.items() if k != "processes"})
+        doc["node"] = f"node{first // PER_NODE:05d}"
+        doc["processes"] = []
+        for rank in range(first, min(world, first + PER_NODE)):
+            last_stage = rank // per_stage == pp - 1
+            source = by_rank[2 + rank % 2] if last_stage else by_rank[rank % 2]
+            if rank == stopped:
+                source = gloo_rank[2]
+            elif rank == straggler:
+                source = gloo_rank[7]
+            pid = 100000 + rank
+            proc = {
+                "pid": pid, "ppid": 1, "uid": 0, "exe": "/usr/bin/python3", "cmdline": cmdline, "rank": rank,
+                "rank_key": "RANK", "local_rank": rank % PER_NODE, "world_size": world,
+                "env": {"RANK": str(rank), "LOCAL_RANK": str(rank % PER_NODE), "WORLD_SIZE": str(world)},
+                "samples": [],
+            }
+            for sample in source["samples"][:2]:
+                sample = copy.deepcopy(sample)
+                for thread in sample.get("pyspy_json") or []:
+                    if thread["os_thread_id"] == source["pid"]:
+                        thread["os_thread_id"] = pid
+                    thread["pid"] = pid
+                proc["samples"].append(sample)
+            doc["processes"].append(proc)
+        compact.factor(doc)  # as the collector writes it: identical frames stored once per node
+        (folder / f"{doc['node']}.json").write_text(json.dumps(doc, separators=(",", ":")))
+
+
+def measure(folder: str) -> dict:
+    """One size, in this (fresh, pinned) process."""
+    from rich.console import Console
+
+    from hangdoctor.analysis.verdict import diagnose
+    from hangdoctor.formats.load import load_paths
+    from hangdoctor.identity import TopologyFlags
+    from hangdoctor.render.jsonout import verdict_to_dict
+    from hangdoctor.render.terminal import render_verdict
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    collection = load_paths([Path(folder)], TopologyFlags())
+    t1 = time.perf_counter()
+    verdict = diagnose(collection)
+    t2 = time.perf_counter()
+    render_verdict(verdict, Console(file=io.StringIO(), width=120))
+    json.dumps(verdict_to_dict(verdict))
+    t3 = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"ranks": len(collection.records), "load_s": t1 - t0, "verdict_s": t2 - t1, "report_s": t3 - t2,
+            "peak_mib": (peak - before) / 1024, "headline": verdict.headline,
+            "places": [(p.where, p.position) for p in verdict.places]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 16384])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        print(json.dumps(measure(args.child)))
+        return 0
+    print("| ranks | node files | dump set on disk | load (parse) s | verdict s | report s | load+verdict s | peak MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="hd-bench-") as tmp:
+        for size in args.sizes:
+            folder = Path(tmp) / str(size)
+            make_dump_set(size, folder)
+            disk = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
+            runs = []
+            for _ in range(args.repeat):
+                out = subprocess.run([sys.executable, __file__, "--child", str(folder)], capture_output=True,
+                                     text=True, check=True, timeout=600)
+                runs.append(json.loads(out.stdout))
+            best = lambda key: min(r[key] for r in runs)  # noqa: E731  (least disturbed by the shared machine)
+            print(f"| {size:,} | {len(list(folder.iterdir())):,} | {disk:.0f} MiB | {best('load_s'):.2f} | "
+                  f"{best('verdict_s'):.3f} | {best('report_s'):.3f} | {best('load_s') + best('verdict_s'):.2f} | "
+                  f"{max(r['peak_mib'] for r in runs):.0f} |", flush=True)
+            print(f"<!-- {size}: {runs[0]['headline']} | {runs[0]['places']} -->", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
