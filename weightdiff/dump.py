@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 import socket
 import time
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from weightdiff.records import FORMAT, HASH_NAME, VERSION, TensorMeta, meta_to_j
 from weightdiff.safetensors_writer import write_safetensors
 
 MODES = ("full", "fingerprint")
+HASH_THREADS = max(1, min(4, (os.cpu_count() or 1)))
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -90,19 +92,29 @@ def dump(model: torch.nn.Module, *, iteration: int, tag: str, out: str | Path, c
     metas = describe_parameters(model, param_groups)
     stem = DumpName(iteration=iteration, coords=coords, tag=tag, pid=os.getpid()).stem()
 
-    hashes: dict[str, str] = {}
     tensor_file = None
-    with torch.no_grad():
-        stats = statistics([p for _, p in named])
+    with torch.no_grad(), ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        # Hashing (hashlib releases the GIL) runs beside the writes and the statistics' kernels.
+        pending: dict[str, Future] = {}
+
+        def hash_later(name: str, data: memoryview) -> None:
+            pending[name] = pool.submit(sha256_hex, data)
+
         if mode == "full":
             tensor_file = f"{stem}.safetensors"
             write_safetensors(out / tensor_file, named,
                               metadata={"format": FORMAT, "iteration": str(iteration), "tag": tag,
                                         "rank": str(coords.rank), "sidecar": f"{stem}.json"},
-                              on_bytes=lambda n, data: hashes.__setitem__(n, sha256_hex(data)))
+                              on_bytes=hash_later)
         else:
             for name, p in named:
-                hashes[name] = sha256_hex(raw_bytes(host_contiguous(p)))
+                if p.device.type == "cpu":
+                    hash_later(name, raw_bytes(host_contiguous(p)))
+                else:  # hash each host copy at once, so that no more than one is alive
+                    pending[name] = pool.submit(sha256_hex, raw_bytes(host_contiguous(p)))
+                    pending[name].result()
+        stats = statistics([p for _, p in named])
+        hashes = {name: future.result() for name, future in pending.items()}
 
     params = []
     for meta, (norm, absmax, mean, nonfinite) in zip(metas, stats):

@@ -49,7 +49,7 @@ def _stat_row(t: torch.Tensor) -> torch.Tensor:
     norm = torch.linalg.vector_norm(t.to(acc) if not t.is_floating_point() else t, dtype=acc)
     lo, hi = torch.aminmax(t)
     absmax = torch.maximum(lo.abs(), hi.abs())
-    mean = t.mean(dtype=acc) if t.is_floating_point() else t.to(acc).mean()
+    mean = (t.sum(dtype=acc) if t.is_floating_point() else t.to(acc).sum()) / t.numel()
     return torch.stack([norm.to(torch.float64), absmax.to(torch.float64), mean.to(torch.float64)])
 
 

@@ -66,13 +66,13 @@ def _param_lines(i: int, p: ParamSummary) -> tuple[str, str]:
 
 
 def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> None:
-    console.print(_side("a", report.a), highlight=False)
-    console.print(_side("b", report.b), highlight=False)
+    console.print(_side("a", report.a), highlight=False, soft_wrap=True)
+    console.print(_side("b", report.b), highlight=False, soft_wrap=True)
     console.print(f"compared {_plural(report.compared_pairs, 'rank pair')}, "
                   f"{_plural(report.compared_tensors, 'tensor')}, {report.compared_elements:,} elements "
-                  f"({report.tolerance.describe()}); {report.equal_tensors} tensors equal", highlight=False)
+                  f"({report.tolerance.describe()}); {report.equal_tensors} tensors equal", highlight=False, soft_wrap=True)
     verdict = Text("DIFFERENT: ", style="bold red") if report.params else Text("SAME: ", style="bold green")
-    console.print(verdict + Text(report.headline), highlight=False)
+    console.print(verdict + Text(report.headline), highlight=False, soft_wrap=True)
     for i, p in enumerate(report.params[:limit], 1):
         for line in _param_lines(i, p):
             console.print(line, highlight=False, soft_wrap=True)
@@ -85,7 +85,7 @@ def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> Non
     for label, ranks in (("a", report.only_in_a), ("b", report.only_in_b)):
         if ranks:
             console.print(f"only in {label}: {', '.join(ranks[:8])}{' ...' if len(ranks) > 8 else ''}",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
     if report.errors:
         console.print(f"{_plural(len(report.errors), 'input problem')} (on stderr); everything else was compared")
 
@@ -100,7 +100,7 @@ def _finding_lines(i: int, f: Finding) -> tuple[str, str]:
 
 
 def render_check(report: CheckReport, console: Console, *, limit: int = 40) -> None:
-    console.print(f"{report.path} ({report.describe_selection()})", highlight=False)
+    console.print(f"{report.path} ({report.describe_selection()})", highlight=False, soft_wrap=True)
     for kind, count in report.checked.items():
         found = [f for f in report.findings if f.kind == kind]
         status = (Text("FAIL", style="bold red") if found else
@@ -123,6 +123,6 @@ def render_drift(report: DriftReport, console: Console) -> None:
         norms = list(p.norms.values())
         span = f"{fmt_float(min(norms))} .. {fmt_float(max(norms))}" if norms else "-"
         console.print(f"{p.iteration:>9} {p.tp:>3} {p.copies:>6} {p.distinct:>8} {fmt_float(p.max_abs):>14}  {span}",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
     verdict = "copies DIFFER" if report.drifted else "copies equal at every iteration"
     console.print(verdict, style="bold red" if report.drifted else "bold green")
