@@ -120,3 +120,21 @@ def test_dtype_change_with_equal_values_and_reset_to_ones():
     same = compare_tensor(DictValues({"x": torch.ones(4)}), DictValues({"x": torch.ones(4, dtype=torch.bfloat16)}),
                           "x", (4,), Tolerance())
     assert same.n_differ == 0
+
+
+def test_json_carries_what_the_terminal_view_shows(tmp_path):
+    coords = ParallelDims().coords(0)
+    model = Big()
+    weightdiff.dump(model, iteration=1, tag="after", out=tmp_path / "a", coords=coords)
+    with torch.no_grad():
+        model.weight[10:20] = 1.0
+    weightdiff.dump(model, iteration=2, tag="before", out=tmp_path / "b", coords=coords)
+    _, text, _ = _cli([str(tmp_path / "a"), str(tmp_path / "b")])
+    _, raw, _ = _cli([str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    import json
+
+    data = json.loads(raw)
+    assert data["headline"] in text and data["has_differences"] is True
+    (param,) = data["params"]
+    assert f"{param['name']}  {param['status']} on {param['where']}" in text
+    assert data["compared_elements"] == 1_000_000 and f"{data['compared_elements']:,} elements" in text

@@ -129,3 +129,16 @@ def test_drift_of_the_tied_embedding_over_iterations(runs, tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
     code, out, _ = _cli(["drift", str(runs / "healthy" / "run1"), name])
     assert code == 0 and "copies equal at every iteration" in out
+
+
+def test_pipeline_module_ties_are_recorded_with_their_ranks_and_sync(runs):
+    from weightdiff.read.sidecar import read_sidecar
+
+    last = read_sidecar(next((runs / "seedbug" / "run1").glob("debug-1-pp1-tp0-dp1-global3-after-*.json")))
+    word = last.tensors["tied_modules.embed.word_embeddings.weight"]
+    norm = last.tensors["tied_modules.embed.norm.weight"]
+    assert word.tie.key == "embed" and word.tie.synced and word.tie.ranks == (1, 3)
+    assert norm.tie.key == "embed" and not norm.tie.synced  # the seed's setup: the norm is not a tied attribute
+    assert last.dims == {"tp": 1, "pp": 2, "dp": 2} and last.world_size == 4
+    assert "deepspeed.runtime.pipe.module.PipelineModule" not in word.module_mro  # the owning module's MRO
+    assert word.module_class == "torch.nn.modules.sparse.Embedding"
