@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
 import socket
 import time
+from collections import deque
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +97,13 @@ def dump(model: torch.nn.Module, *, iteration: int, tag: str, out: str | Path, c
     with torch.no_grad(), ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
         # Hashing (hashlib releases the GIL) runs beside the writes and the statistics' kernels.
         pending: dict[str, Future] = {}
+        in_flight: deque[Future] = deque()
 
         def hash_later(name: str, data: memoryview) -> None:
+            while len(in_flight) >= 2 * HASH_THREADS:  # bound the host copies kept alive for hashing
+                in_flight.popleft().result()
             pending[name] = pool.submit(sha256_hex, data)
+            in_flight.append(pending[name])
 
         if mode == "full":
             tensor_file = f"{stem}.safetensors"
@@ -108,11 +113,7 @@ def dump(model: torch.nn.Module, *, iteration: int, tag: str, out: str | Path, c
                               on_bytes=hash_later)
         else:
             for name, p in named:
-                if p.device.type == "cpu":
-                    hash_later(name, raw_bytes(host_contiguous(p)))
-                else:  # hash each host copy at once, so that no more than one is alive
-                    pending[name] = pool.submit(sha256_hex, raw_bytes(host_contiguous(p)))
-                    pending[name].result()
+                hash_later(name, raw_bytes(host_contiguous(p)))
         stats = statistics([p for _, p in named])
         hashes = {name: future.result() for name, future in pending.items()}
 

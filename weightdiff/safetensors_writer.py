@@ -58,13 +58,17 @@ def write_safetensors(path: Path, entries: Iterable[tuple[str, torch.Tensor]], *
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(encoded)))
-        f.write(encoded)
-        for name, t in items:
-            data = raw_bytes(host_contiguous(t))
-            if on_bytes is not None:
-                on_bytes(name, data)
-            f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(encoded)))
+            f.write(encoded)
+            for name, t in items:
+                data = raw_bytes(host_contiguous(t))
+                if on_bytes is not None:
+                    on_bytes(name, data)
+                f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return 8 + len(encoded) + offset

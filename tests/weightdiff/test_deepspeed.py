@@ -17,7 +17,7 @@ from tests.support import REPO, child_env, run_bounded
 from weightdiff.cli import main
 from weightdiff.read.checkpoint import OPAQUE_GLOBALS, safe_load
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # one torchrun launch in the fixture
 
 
 @pytest.fixture(scope="module")

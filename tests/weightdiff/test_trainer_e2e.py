@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from tests.support import REPO, child_env, run_bounded
 from weightdiff.cli import main
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # four trainer launches in the fixture
 
 MODEL = ["--tp", "2", "--pp", "2", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
          "--seq-length", "16", "--vocab-size", "64", "--micro-batch-size", "2", "--global-batch-size", "4",
