@@ -138,3 +138,14 @@ def test_json_carries_what_the_terminal_view_shows(tmp_path):
     (param,) = data["params"]
     assert f"{param['name']}  {param['status']} on {param['where']}" in text
     assert data["compared_elements"] == 1_000_000 and f"{data['compared_elements']:,} elements" in text
+
+
+def test_dense_differences_with_equal_nans_in_the_block():
+    a = torch.arange(100, dtype=torch.float32)
+    b = a + 0.5
+    a[5] = b[5] = float("nan")
+    vd = compare_tensor(DictValues({"x": a}), DictValues({"x": b}), "x", (100,), Tolerance())
+    assert vd.n_differ == 99 and vd.max_abs == 0.5 and vd.mean_abs == pytest.approx(0.5 * 99 / 100)
+    b[7] = float("nan")
+    vd = compare_tensor(DictValues({"x": a}), DictValues({"x": b}), "x", (100,), Tolerance())
+    assert vd.n_differ == 99 and vd.max_abs == float("inf") and vd.max_index == (7,)

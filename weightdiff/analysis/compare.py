@@ -86,25 +86,29 @@ def _constant(t: torch.Tensor, previous: float | None, first: bool) -> float | N
     return None
 
 
-def _gaps(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor, n: int, first: int,
-          exact: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(|a - b| at the differing elements, their flat positions), NaN-against-number counted as inf.
+def _gaps(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor, n: int, first: int | None,
+          exact: bool) -> tuple[torch.Tensor, torch.Tensor | None, float, int]:
+    """(|a - b| at the differing elements, their flat positions or None for all, largest gap, its index).
+    NaN against a number counts as inf.
 
     Few differences: gather them (one difference: its position is already known). Many: subtract whole
     blocks in a wide enough float type (a difference of two 16-bit floats is exact in float32); elements that
     do not differ get 0."""
     if n * 16 < mask.numel():
-        positions = torch.tensor([first]) if n == 1 else torch.nonzero(mask).reshape(-1)
-        gaps = (a[positions].to(torch.float64) - b[positions].to(torch.float64)).abs()
-        return gaps.nan_to_num_(nan=math.inf), positions
-    wide = torch.float32 if max(a.element_size(), b.element_size()) <= 2 and a.is_floating_point() \
-        and b.is_floating_point() else torch.float64
-    gaps = (a.to(wide) - b.to(wide)).abs_()
-    if math.isnan(float(gaps.max())):  # max propagates NaN: one cheap pass instead of isnan().any()
-        gaps = torch.where(mask, gaps.nan_to_num(nan=math.inf), 0.0)  # NaN vs NaN is not a difference
-    elif not exact:
-        gaps.masked_fill_(~mask, 0.0)  # within the tolerance: not a difference
-    return gaps, None
+        positions = torch.tensor([first]) if n == 1 and first is not None else torch.nonzero(mask).reshape(-1)
+        gaps = (a[positions].to(torch.float64) - b[positions].to(torch.float64)).abs().nan_to_num_(nan=math.inf)
+    else:
+        positions = None
+        wide = torch.float32 if max(a.element_size(), b.element_size()) <= 2 and a.is_floating_point() \
+            and b.is_floating_point() else torch.float64
+        gaps = (a.to(wide) - b.to(wide)).abs_()
+        if not exact:
+            gaps.masked_fill_(~mask, 0.0)  # within the tolerance: not a difference
+    top, where = torch.max(gaps, 0)
+    if math.isnan(float(top)):  # max propagates NaN: NaN vs NaN (equal) or NaN vs a number (inf)
+        gaps = torch.where(mask, gaps.nan_to_num(nan=math.inf), 0.0)
+        top, where = torch.max(gaps, 0)
+    return gaps, positions, float(top), int(where)
 
 
 def compare_tensor(va: Values, vb: Values, name: str, shape: tuple[int, ...], tol: Tolerance,
@@ -129,15 +133,15 @@ def compare_tensor(va: Values, vb: Values, name: str, shape: tuple[int, ...], to
         n = int(torch.count_nonzero(mask))
         if n == 0:
             continue
-        first_here = int(torch.argmax(mask.view(torch.uint8)))
-        if result.first_index is None:
-            result.first_index = _unravel(offset + first_here, shape)
-        gaps, positions = _gaps(a, b, mask, n, first_here, tol.exact and a.dtype == b.dtype)
+        first_here = None
+        if result.first_index is None or n == 1:
+            first_here = int(torch.argmax(mask.view(torch.uint8)))
+            if result.first_index is None:
+                result.first_index = _unravel(offset + first_here, shape)
+        gaps, positions, top, peak = _gaps(a, b, mask, n, first_here, tol.exact and a.dtype == b.dtype)
         result.n_differ += n
         result.sum_abs += float(gaps.sum())
-        top, where = torch.max(gaps, 0)
-        peak = int(where)
-        if float(top) > result.max_abs or result.max_index is None:
-            result.max_abs = float(top)
+        if top > result.max_abs or result.max_index is None:
+            result.max_abs = top
             result.max_index = _unravel(offset + (int(positions[peak]) if positions is not None else peak), shape)
     return result
