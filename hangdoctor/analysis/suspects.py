@@ -95,7 +95,7 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
     if anchor is not None:
         for place in others:
             if place.in_collective:
-                reason = f"waits in {place.position} instead of {anchor.position}"
+                reason = f"{_verb(place.ranks, 'waits', 'wait')} in {place.position} instead of {anchor.position}"
                 kind = "other-call"
             else:
                 reason = f"{place.position} while {_who(anchor, dims)} wait in {anchor.position}"

@@ -127,3 +127,14 @@ def test_terminal_report_survives_deep_recursion_and_many_ranks():
     assert "recurse (r.py:3) ×5000" in text and "… 2 more nodes" in text
     assert render_svg(verdict).startswith("<svg") and "<svg" in render_html(verdict)
     json.dumps(verdict_to_dict(verdict))
+
+
+def test_no_torch_or_deepspeed_anywhere_in_hangdoctor():
+    from tests.support import PYTHON, child_env, run_bounded
+
+    code = ("import sys, pkgutil, importlib, hangdoctor\n"
+            "for m in pkgutil.walk_packages(hangdoctor.__path__, 'hangdoctor.'):\n"
+            "    if not m.name.endswith('__main__'): importlib.import_module(m.name)\n"
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'deepspeed', 'numpy', 'pandas'}))")
+    result = run_bounded([PYTHON, "-c", code], timeout=60, env=child_env())
+    assert result.stdout.strip() == "[]", result.output
