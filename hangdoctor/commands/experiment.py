@@ -40,6 +40,7 @@ from hangdoctor.experiments.matrix import Matrix, RunSpec, build_matrix, load_sp
 from hangdoctor.experiments.plots import METRICS
 from hangdoctor.experiments.results import RunResult
 from hangdoctor.experiments.watchdog import Limits
+from slurm.nodelist import compress_nodelist, expand_nodelist
 
 
 def plot_list(text: str) -> list[str]:
@@ -66,6 +67,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     launch.add_argument("--gpus-per-node", type=positive_int, help="sbatch: ranks per node (default: one node per run)")
     launch.add_argument("--sbatch-option", action="append", default=[], metavar="KEY=VALUE",
                         help="sbatch: an #SBATCH option, e.g. partition=gpu_p5 or gres=gpu:8 (repeatable)")
+    launch.add_argument("--nodelist", metavar="LIST",
+                        help="sbatch: run on these nodes, e.g. gpu[01-04,07] (a smaller run takes the first ones)")
+    launch.add_argument("--exclude", metavar="LIST", help="sbatch: never on these nodes (the ones a hang broke)")
     launch.add_argument("--time-limit", help="sbatch: --time of each job, e.g. 00:30:00")
     launch.add_argument("--master-port", type=positive_int, help="sbatch: rendezvous port (default: a free one per run)")
     w = parser.add_argument_group("hang watch")
@@ -93,15 +97,29 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
 
 
-def sbatch_options(items: list[str]) -> dict[str, str]:
+def sbatch_options(args: argparse.Namespace) -> dict[str, str]:
     options = {}
-    for item in items:
+    for item in args.sbatch_option:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CommandError(f"--sbatch-option {item!r}: expected KEY=VALUE", "e.g. --sbatch-option partition=gpu",
                                EXIT_USAGE)
         options[key.lstrip("-")] = value
+    if args.exclude is not None:
+        options["exclude"] = compress_nodelist(node_list(args.exclude, "--exclude"))
     return options
+
+
+def node_list(text: str | None, flag: str) -> list[str] | None:
+    if text is None:
+        return None
+    try:
+        nodes = expand_nodelist(text)
+    except ValueError as exc:
+        raise CommandError(f"{flag}: {exc}", "e.g. gpu[01-04,07] or n1,n2", EXIT_USAGE) from None
+    if not nodes:
+        raise CommandError(f"{flag} {text!r} names no node", "e.g. gpu[01-04,07] or n1,n2", EXIT_USAGE)
+    return nodes
 
 
 def make_matrix(args: argparse.Namespace) -> Matrix:
@@ -121,7 +139,8 @@ def make_launcher(args: argparse.Namespace):
     from hangdoctor.experiments.launch_sbatch import SbatchLauncher
 
     return SbatchLauncher(python=args.python, gpus_per_node=args.gpus_per_node,
-                          sbatch_options=sbatch_options(args.sbatch_option), time_limit=args.time_limit,
+                          sbatch_options=sbatch_options(args), nodelist=node_list(args.nodelist, "--nodelist"),
+                          time_limit=args.time_limit,
                           master_port=args.master_port)
 
 
@@ -131,7 +150,8 @@ def check_runs(runs: list[RunSpec], launcher, out: Path) -> list[str]:
     try:
         return [launcher.describe(spec, run_dir_of(out, spec).resolve()) for spec in runs]
     except ValueError as exc:
-        raise CommandError(str(exc), "fix the configuration's --gpus or --gpus-per-node", EXIT_USAGE) from None
+        raise CommandError(str(exc), "fix the configuration's --gpus, or --gpus-per-node, or --nodelist",
+                           EXIT_USAGE) from None
 
 
 def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
@@ -222,7 +242,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     described = check_runs(runs, launcher, out_dir)
     if args.dry_run:
         for spec, text in zip(runs, described):
-            out.print(f"# {spec.name}", markup=False, highlight=False)
+            out.print(f"--- run {spec.index}/{len(runs)}: {spec.name} ---", markup=False, highlight=False)
             out.print(text, markup=False, highlight=False, soft_wrap=True)
         return EXIT_OK
     if args.launcher == "sbatch" and shutil.which("sbatch") is None:

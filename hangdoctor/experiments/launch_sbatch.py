@@ -15,6 +15,7 @@ from hangdoctor.experiments.launch import DONE, LOG_NAME, PENDING, RUNNING, JobS
 from hangdoctor.experiments.matrix import RunSpec
 from slurm.errors import JobNotFound, SlurmCommandFailed, SlurmCommandMissing, SlurmError
 from slurm.jobs import show_job
+from slurm.nodelist import compress_nodelist
 from slurm.process import run_command
 from slurm.sbatch import TERMINAL_STATES, TrainerJob, render_sbatch, submit, wait_until_done
 
@@ -34,8 +35,10 @@ class SbatchLauncher:
     name = "sbatch"
 
     def __init__(self, *, python: str, gpus_per_node: int | None = None, sbatch_options: dict[str, str] | None = None,
-                 time_limit: str | None = None, master_port: int | None = None, env: dict[str, str] | None = None):
+                 nodelist: list[str] | None = None, time_limit: str | None = None, master_port: int | None = None,
+                 env: dict[str, str] | None = None):
         self.python = python
+        self.nodelist = nodelist  # run on these nodes: a run of K nodes on the first K (sbatch wants them all used)
         self.gpus_per_node = gpus_per_node
         self.sbatch_options = dict(sbatch_options or {})
         self.time_limit = time_limit
@@ -46,11 +49,17 @@ class SbatchLauncher:
     def job_for(self, spec: RunSpec, run_dir: Path) -> TrainerJob:
         world = spec.config.gpus
         per_node = world if not self.gpus_per_node or world <= self.gpus_per_node else self.gpus_per_node
+        options = dict(self.sbatch_options)
+        nodes = world // per_node if world % per_node == 0 else 0
+        if self.nodelist is not None:
+            if nodes > len(self.nodelist):
+                raise ValueError(f"configuration {spec.config.name!r} needs {nodes} nodes, --nodelist names "
+                                 f"{len(self.nodelist)}")
+            options["nodelist"] = compress_nodelist(self.nodelist[:nodes])
         job = TrainerJob(
             dims=spec.config.dims, tasks_per_node=per_node, trainer_args=spec.trainer_args(run_dir), env=spec.env,
             job_name=f"hdx-{spec.name}", output=str(run_dir / LOG_NAME), time_limit=self.time_limit,
-            master_port=self.master_port or 6000, program=(self.python, "-m", "trainer"),
-            sbatch_options=self.sbatch_options,
+            master_port=self.master_port or 6000, program=(self.python, "-m", "trainer"), sbatch_options=options,
         )
         try:
             job.check()

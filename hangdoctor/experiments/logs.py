@@ -2,7 +2,8 @@
 reading Megatron logs after the fact, without launching anything.
 
 The shape comes from Megatron's argument dump when the log has one
-(`  tensor_model_parallel_size ...................... 8`, with or without a launcher prefix), else from the
+(`  tensor_model_parallel_size ...................... 8`, with or without a launcher prefix) and its
+"padded vocab" line, else from the
 reference trainer's config.json next to the log; the figures from the iteration lines, as for a run.
 """
 
@@ -15,15 +16,22 @@ from hangdoctor.experiments.results import RunResult, Shape, apply_figures, firs
 from throughput.megatron_log import parse_log
 
 _ARG = re.compile(r"(?:^|\s)([a-z][a-z0-9_]*) \.{2,} (\S.*?)\s*$")
+_PADDED = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
 
 
 def megatron_arguments(text: str) -> dict[str, str]:
-    """Megatron's "arguments" block as name -> raw value (the first value of each name wins)."""
+    """Megatron's "arguments" block as name -> raw value (the first value of each name wins). The dump comes
+    before the tokenizer pads the vocabulary (it says `padded_vocab_size ... None`): the size comes from the
+    later line " > padded vocab (size: 250680) with 200 dummy tokens (new size: 250880)"."""
     found: dict[str, str] = {}
     for line in text.splitlines():
         match = _ARG.search(line)
         if match:
             found.setdefault(match.group(1), match.group(2))
+            continue
+        padded = _PADDED.search(line)
+        if padded and not found.get("padded_vocab_size", "").isdigit():
+            found["padded_vocab_size"] = padded.group(1)
     return found
 
 

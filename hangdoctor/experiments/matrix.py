@@ -24,6 +24,7 @@ import itertools
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,8 +225,8 @@ def load_spec(path: Path) -> dict:
     return spec
 
 
-def build_matrix(*, configs: list[str], toggles: list[str], repeats: int | None = None, common: str = "",
-                 spec: dict | None = None) -> Matrix:
+def build_matrix(*, configs: Sequence[str] = (), toggles: Sequence[str] = (), repeats: int | None = None,
+                 common: str = "", spec: dict | None = None) -> Matrix:
     """The matrix from a JSON spec (optional) and command-line flags, which add to it (repeats: override)."""
     spec = spec or {}
     common_words = split_args(spec.get("common", ""), "common flags") + split_args(common, "--common")

@@ -107,8 +107,8 @@ def shape_from_trainer_config(run_dir: Path) -> Shape | None:
     except (OSError, ValueError):
         return None
     dims = cfg.get("dims") or {}
-    vocab = cfg.get("vocab_size")
-    if vocab:
+    vocab = cfg.get("padded_vocab_size") or cfg.get("vocab_size")
+    if vocab and "padded_vocab_size" not in cfg:
         vocab = padded_vocab_size(vocab, tp=cfg.get("tp", 1), divisible_by=cfg.get("make_vocab_size_divisible_by", 1))
     return Shape(gpus=cfg.get("world_size"), tp=dims.get("tp"), pp=dims.get("pp"), dp=dims.get("dp"),
                  mbs=cfg.get("micro_batch_size"), gbs=cfg.get("global_batch_size"), seq_length=cfg.get("seq_length"),

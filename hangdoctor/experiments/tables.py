@@ -8,6 +8,7 @@ Here each toggle gets a column, and a hung run's note carries hangdoctor's verdi
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from rich import box
@@ -56,18 +57,21 @@ def toggle_names(results: Sequence[RunResult]) -> list[str]:
 
 
 def common_label(results: Sequence[RunResult]) -> str | None:
-    """The "median of iterations 3-6" every measured run shares, if they all share one."""
-    labels = {r.measured_over for r in results if r.sec_per_it is not None}
-    return labels.pop() if len(labels) == 1 else None
+    """The "median of iterations 3-6" most measured runs share (the first in run order on a tie); a run measured
+    over other iterations (one that hung early, a shorter log) says so in its note."""
+    labels = Counter(r.measured_over for r in results if r.sec_per_it is not None)
+    return labels.most_common(1)[0][0] if labels else None
 
 
 def note(result: RunResult, shared_label: str | None = None) -> str:
     where = (f"after iteration {result.last_iteration}" if result.last_iteration is not None
              else "before the first iteration")
+    measured = (f" ({result.measured_over})" if result.sec_per_it is not None and result.measured_over != shared_label
+                else "")
     if result.status == "hung":
-        return f"hung {where}: {result.verdict or result.reason}"
+        return f"hung {where}{measured}: {result.verdict or result.reason}"
     if result.status == "failed":
-        return f"failed {where}: {result.error or result.reason}"
+        return f"failed {where}{measured}: {result.error or result.reason}"
     if result.status in ("timeout", "not started", "interrupted"):
         return f"{result.status}: {result.reason}"
     if result.sec_per_it is not None and result.measured_over != shared_label:
@@ -98,9 +102,11 @@ def footnote(results: Sequence[RunResult]) -> str:
         return "No run printed enough iteration lines to measure."
     shared = common_label(results)
     warmup = measured[0].warmup
-    span = f"{shared} of each run" if shared else "medians over the iterations each note names"
-    return (f"Sec/it, TFLOPs, samples/s and tokens/s: {span} "
-            f"(the first {warmup} iteration{'s' if warmup != 1 else ''} are warm-up). TFLOPs per GPU by Megatron's "
+    others = any(r.measured_over != shared for r in measured)
+    span = f"{shared} of each run" + (" unless its note says otherwise" if others else "")
+    left_out = {0: "no warm-up left out", 1: "the first iteration is warm-up"}.get(
+        warmup, f"the first {warmup} iterations are warm-up")
+    return (f"Sec/it, TFLOPs, samples/s and tokens/s: {span} ({left_out}). TFLOPs per GPU by Megatron's "
             f"formula (Narayanan et al.) from sec/it and the model's shape; tokens/s = samples/s x sequence length.")
 
 
