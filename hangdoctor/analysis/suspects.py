@@ -88,63 +88,82 @@ def _moving(place: Place) -> bool:
 
 def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims | None,
                   missing: list[int]) -> tuple[list[Suspect], list[str]]:
-    suspects: list[Suspect] = []
-    hints: list[str] = []
+    """(suspects, hints): out-of-step places first, then the ranks that did not answer."""
     anchor = pick_anchor(places)
-    others = [p for p in places if p is not anchor]
     if anchor is not None:
-        for place in others:
-            if place.in_collective:
-                reason = f"{_verb(place.ranks, 'waits', 'wait')} in {place.position} instead of {anchor.position}"
-                kind = "other-call"
-            else:
-                reason = f"{place.position} while {_who(anchor, dims)} wait in {anchor.position}"
-                kind = "outside"
-            if _moving(place):
-                reason += "; progressing: its stack changed between samples (a straggler, slow but not hung)"
-                kind = "straggler"
-            elif place.progress.get(STUCK):
-                reason += "; its stack did not change between samples"
-            suspects.append(Suspect(place.ranks, place.where, reason, kind))
-        never = [p for p in others if not _moving(p)]
-        slow = [p for p in others if _moving(p)]
-        if never:
-            ranks = sorted(r for p in never for r in p.ranks)
-            detail = "; ".join(f"{_who(p, dims)} {_verb(p.ranks, 'waits', 'wait')} in {p.position}" if p.in_collective
-                               else f"{_who(p, dims)} {_verb(p.ranks, 'is', 'are')} {p.position}" for p in never)
-            hints.append(f"{_who(anchor, dims)} {_verb(anchor.ranks, 'waits', 'wait')} in {anchor.position} that "
-                         f"{_who_ranks(ranks, dims)} never entered ({detail})")
-        for place in slow:
-            hints.append(f"{_who(anchor, dims)} {_verb(anchor.ranks, 'waits', 'wait')} in {anchor.position} for "
-                         f"{_who(place, dims)}, still progressing (a straggler, not a hang)")
-        if not others and len(places) == 1:
-            hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, the collective "
-                         f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks")
-    elif len(places) > 1:
-        majority = places[0]
-        for place in places[1:]:
-            reason = f"{place.position}, apart from the majority ({_who(majority, dims)}: {majority.position})"
-            kind = "straggler" if _moving(place) else "minority"
-            if kind == "straggler":
-                reason += "; progressing"
-            suspects.append(Suspect(place.ranks, place.where, reason, kind))
-        hints.append("no rank waits in a recognised collective: compare the places above (add --native to see "
-                     "waits inside C++/CUDA calls)")
+        suspects, hints = _around_anchor(anchor, [p for p in places if p is not anchor], dims)
+    else:
+        suspects, hints = _minorities(places, dims)
+    silent_suspects, silent_hints = _silent(views, missing, dims, bool(places))
+    suspects += silent_suspects
+    hints += silent_hints
+    if places and all(p.progress.get(UNKNOWN, 0) == len(p.ranks) for p in places):
+        hints.append("one sample only: add --samples 3 --interval 2 to tell stuck ranks from slow ones")
+    return suspects, hints
+
+
+def _around_anchor(anchor: Place, others: list[Place], dims: ParallelDims | None) -> tuple[list[Suspect], list[str]]:
+    suspects, hints = [], []
+    waits = _verb(anchor.ranks, "waits", "wait")
+    for place in others:
+        if place.in_collective:
+            reason = f"{_verb(place.ranks, 'waits', 'wait')} in {place.position} instead of {anchor.position}"
+            kind = "other-call"
+        else:
+            reason = f"{place.position} while {_who(anchor.ranks, dims)} {waits} in {anchor.position}"
+            kind = "outside"
+        if _moving(place):
+            reason += "; progressing: its stack changed between samples (a straggler, slow but not hung)"
+            kind = "straggler"
+        elif place.progress.get(STUCK):
+            reason += "; its stack did not change between samples"
+        suspects.append(Suspect(place.ranks, place.where, reason, kind))
+    never = [p for p in others if not _moving(p)]
+    if never:
+        ranks = sorted(r for p in never for r in p.ranks)
+        detail = "; ".join(f"{_who(p.ranks, dims)} {_verb(p.ranks, 'waits', 'wait')} in {p.position}"
+                           if p.in_collective else f"{_who(p.ranks, dims)} {_verb(p.ranks, 'is', 'are')} {p.position}"
+                           for p in never)
+        hints.append(f"{_who(anchor.ranks, dims)} {waits} in {anchor.position} that {_who(ranks, dims)} never "
+                     f"entered ({detail})")
+    for place in (p for p in others if _moving(p)):
+        hints.append(f"{_who(anchor.ranks, dims)} {waits} in {anchor.position} for {_who(place.ranks, dims)}, "
+                     f"still progressing (a straggler, not a hang)")
+    if not others:
+        hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, the collective "
+                     f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks")
+    return suspects, hints
+
+
+def _minorities(places: list[Place], dims: ParallelDims | None) -> tuple[list[Suspect], list[str]]:
+    """No rank in a collective: the places with fewer ranks than the largest stand out."""
+    if len(places) < 2:
+        return [], []
+    majority, suspects = places[0], []
+    for place in places[1:]:
+        reason = f"{place.position}, apart from the majority ({_who(majority.ranks, dims)}: {majority.position})"
+        kind = "straggler" if _moving(place) else "minority"
+        suspects.append(Suspect(place.ranks, place.where, reason + ("; progressing" if _moving(place) else ""), kind))
+    return suspects, ["no rank waits in a recognised collective: compare the places above (add --native to see "
+                      "waits inside C++/CUDA calls)"]
+
+
+def _silent(views: list[RankView], missing: list[int], dims: ParallelDims | None,
+            others_answered: bool) -> tuple[list[Suspect], list[str]]:
+    """Ranks that did not answer (ptrace refusals are a collection problem, reported as a warning)."""
     silent: dict[str, list[int]] = defaultdict(list)
     for view in views:
         if not view.responded and view.status != PTRACE_DENIED:
             silent[view.status].append(view.rank)
     if missing:
         silent[MISSING].extend(missing)
-    for status, ranks in silent.items():
-        ranks.sort()
-        suspects.append(Suspect(ranks, where(ranks, dims), UNRESPONSIVE_REASONS.get(status, status), "unresponsive"))
-    if silent and places:
+    suspects = [Suspect(sorted(ranks), where(sorted(ranks), dims), UNRESPONSIVE_REASONS.get(status, status),
+                        "unresponsive") for status, ranks in silent.items()]
+    hints = []
+    if silent and others_answered:
         ranks = sorted(r for rs in silent.values() for r in rs)
-        hints.append(f"{_who_ranks(ranks, dims)} did not respond ({', '.join(sorted(silent))}): the others may be "
+        hints.append(f"{_who(ranks, dims)} did not respond ({', '.join(sorted(silent))}): the others may be "
                      f"waiting for {'it' if len(ranks) == 1 else 'them'}")
-    if places and all(p.progress.get(UNKNOWN, 0) == len(p.ranks) for p in places):
-        hints.append("one sample only: add --samples 3 --interval 2 to tell stuck ranks from slow ones")
     return suspects, hints
 
 
@@ -152,12 +171,8 @@ def _verb(ranks: list[int], one: str, many: str) -> str:
     return one if len(ranks) == 1 else many
 
 
-def _who(place: Place, dims: ParallelDims | None) -> str:
-    return _who_ranks(place.ranks, dims)
-
-
-def _who_ranks(ranks: list[int], dims: ParallelDims | None) -> str:
-    """"pp=1 (all tp, all dp)" with the topology; "rank 3" / "ranks 0-5" without it."""
+def _who(ranks: list[int], dims: ParallelDims | None) -> str:
+    """"pp=1 (all tp, all dp)" with the topology (plus the ranks when few); "rank 3" / "ranks 0-5" without it."""
     if dims is not None:
         text = where(ranks, dims)
         if len(ranks) <= 4:

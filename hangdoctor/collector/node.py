@@ -63,7 +63,8 @@ def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking
 def collect(options: dict, progress=None) -> dict:
     """Run a whole node collection. `options`: pyspy, match (dict), pids (list, instead of match), samples,
     interval, native, nonblocking, json (bool), dump_timeout, deadline (epoch seconds or None), node (name),
-    cpu_window (seconds). `progress(done, total)` is called after every dump.
+    cpu_window (seconds), among (pids to search instead of all of /proc), pyspy_version (when known).
+    `progress(done, total)` is called after every dump.
     """
     started = time.time()
     name = options.get("node") or node_name()
@@ -84,7 +85,9 @@ def collect(options: dict, progress=None) -> dict:
             else:
                 infos.append(info)
     else:
-        infos, doc["skipped"] = procs.find_ranks(options.get("match") or {}, name if options.get("filter_node", True) else None)
+        infos, doc["skipped"] = procs.find_ranks(options.get("match") or {},
+                                                 name if options.get("filter_node", True) else None,
+                                                 among=options.get("among"))
     for info in infos:
         info["samples"] = []
     doc["processes"] = infos
@@ -99,7 +102,7 @@ def collect(options: dict, progress=None) -> dict:
     pids = [info["pid"] for info in infos]
     ticks = {pid: _ticks(pid) for pid in pids}
     tick_time = first = time.monotonic()
-    version = _start_version(options["pyspy"])  # alongside the first dumps
+    version = options.get("pyspy_version") or _start_version(options["pyspy"])  # alongside the first dumps
 
     def one_done(pid: int) -> None:
         nonlocal done
@@ -155,8 +158,8 @@ def _start_version(pyspy: str):
 
 
 def _finish_version(proc) -> str:
-    if proc is None:
-        return ""
+    if proc is None or isinstance(proc, str):
+        return proc or ""
     try:
         out, _ = proc.communicate(timeout=5)
     except subprocess.TimeoutExpired:

@@ -144,17 +144,19 @@ def env_matches(env: dict, match: dict) -> bool:
     return True
 
 
-def find_ranks(match: dict, node_name: str | None = None, *, own_pid: int | None = None) -> tuple:
+def find_ranks(match: dict, node_name: str | None = None, *, own_pid: int | None = None,
+               among: list | None = None) -> tuple:
     """Processes of this node whose environment matches, minus launchers. Returns (ranks, skipped).
 
     ranks: list of describe_process() dicts; skipped: list of "pid P (name): why" strings.
-    Our own process tree and our own srun step are left out.
+    Our own process tree and our own srun step are left out. `among` limits the search to these pids
+    (a caller that already scanned /proc).
     """
     own_pid = os.getpid() if own_pid is None else own_pid
     own_env = read_environ(own_pid) or {}
     exclude = ancestors(own_pid)
     candidates, skipped = [], []
-    for pid in all_pids():
+    for pid in (all_pids() if among is None else sorted(among)):
         if pid in exclude:
             continue
         env = read_environ(pid)

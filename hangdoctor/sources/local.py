@@ -10,6 +10,7 @@ import time
 from collections import defaultdict
 
 from hangdoctor.collector import node, procs
+from hangdoctor.sources.pyspy import pyspy_version
 from hangdoctor.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.sources import CollectOptions, Gathered
 
@@ -26,14 +27,15 @@ def torchrun_jobs() -> dict[str, list[int]]:
     return dict(jobs)
 
 
-def pick_torchrun_job(run_id: str | None) -> str:
+def pick_torchrun_job(run_id: str | None) -> tuple[str, list[int]]:
+    """(run id, its worker pids)."""
     jobs = torchrun_jobs()
     if run_id is not None:
         if run_id not in jobs:
             known = ", ".join(jobs) or "none"
             raise CommandError(f"no torchrun job with run id {run_id} on this machine (running: {known})",
                                "list them with `hangdoctor attach --local` and no --run-id", EXIT_NOT_FOUND)
-        return run_id
+        return run_id, jobs[run_id]
     if not jobs:
         raise CommandError("no torchrun job on this machine: no process has TORCHELASTIC_RUN_ID and RANK in its "
                            "environment", "for other launchers use --pid PID... or --match KEY=VALUE", EXIT_NOT_FOUND)
@@ -42,13 +44,14 @@ def pick_torchrun_job(run_id: str | None) -> str:
                             f"{',…' if len(pids) > 4 else ''})" for rid, pids in jobs.items())
         raise CommandError(f"{len(jobs)} torchrun jobs run on this machine: {listing}",
                            "pick one with --run-id ID", EXIT_USAGE)
-    return next(iter(jobs))
+    return next(iter(jobs.items()))
 
 
 def collect_here(options: CollectOptions, *, match: dict | None = None, pids: list[int] | None = None,
-                 source: str, progress=None) -> Gathered:
+                 source: str, progress=None, among: list[int] | None = None) -> Gathered:
     """One node document for this machine, within options.timeout."""
     doc = node.collect({
+        "among": among, "pyspy_version": pyspy_version(options.pyspy),
         "pyspy": options.pyspy, "match": match or {}, "pids": pids or [], "samples": options.samples,
         "interval": options.interval, "native": options.native, "nonblocking": options.nonblocking,
         "dump_timeout": options.dump_timeout, "deadline": time.time() + options.timeout,
@@ -58,9 +61,9 @@ def collect_here(options: CollectOptions, *, match: dict | None = None, pids: li
 
 
 def collect_torchrun(options: CollectOptions, run_id: str | None, progress=None) -> Gathered:
-    chosen = pick_torchrun_job(run_id)
+    chosen, pids = pick_torchrun_job(run_id)
     return collect_here(options, match={RUN_KEY: chosen, "RANK": None}, source=f"torchrun job {chosen}",
-                        progress=progress)
+                        progress=progress, among=pids)
 
 
 def collect_pids(options: CollectOptions, pids: list[int], progress=None) -> Gathered:

@@ -24,3 +24,15 @@ def find_pyspy(explicit: str | None = None) -> str:
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return os.path.abspath(candidate)
     raise CommandError("py-spy not found on PATH nor next to this Python", MISSING_HINT, EXIT_ENVIRONMENT)
+
+
+def pyspy_version(path: str) -> str:
+    """py-spy's version without running it, when it is the one installed with this Python; else ""."""
+    if Path(path).parent != Path(sys.executable).parent:
+        return ""
+    try:
+        from importlib.metadata import version
+
+        return version("py-spy")
+    except Exception:  # noqa: BLE001 - metadata is a nicety; the collector asks py-spy itself otherwise
+        return ""
