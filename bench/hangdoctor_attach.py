@@ -11,6 +11,7 @@ environment, dumps them in parallel under timeouts, merges and analyses them and
 Jobs (both really hung, started by this script and killed at the end):
 - `--job trainer`: the reference trainer, TP=2 PP=2 DP=2 (8 ranks) with --fault skip-loss-broadcast:iteration=2;
 - `--job gloo`: the gloo fixture (tests/hangdoctor/fixtures/hung_gloo.py) with --ranks ranks, tp=2 pp=2.
+Also timed: hangdoctor's per-node collector alone (what runs on each node; no analysis, no report).
 Rounds alternate which method goes first. Reported: median and min wall time of each, and the ratio of medians.
 
     .venv/bin/python bench/hangdoctor_attach.py --job gloo --ranks 16 --rounds 7
@@ -82,31 +83,37 @@ def main() -> int:
         try:
             native = ["--native"] if args.native else []
             ours = [PYTHON, "-m", "hangdoctor", "attach", "--local", "--run-id", run_id, "--json", *native]
+            collector = [PYTHON, "-m", "hangdoctor.collector", "--py-spy", PYSPY, "--match",
+                         f"TORCHELASTIC_RUN_ID={run_id}", *native]
             seed = ["sh", "-c", f"ps aux | grep python | egrep -v 'grep|srun' | grep {marker} | awk '{{print $2}}' "
                                 f"| xargs -I {{}} {PYSPY} dump {' '.join(native)} --pid {{}}"]
-            times = {"hangdoctor": [], "seed": []}
+            times = {"hangdoctor": [], "seed": [], "collector": []}
+            commands = {"hangdoctor": ours, "seed": seed, "collector": collector}
             for round_ in range(args.rounds):
-                order = ("hangdoctor", "seed") if round_ % 2 == 0 else ("seed", "hangdoctor")
+                order = ("hangdoctor", "seed", "collector") if round_ % 2 == 0 else ("collector", "seed", "hangdoctor")
                 for name in order:
-                    argv = ours + ["--out", str(tmp / f"out{round_}")] if name == "hangdoctor" else seed
+                    argv = commands[name] + (["--out", str(tmp / f"out{round_}")] if name == "hangdoctor" else [])
                     seconds, done = timed(argv)
                     times[name].append(seconds)
                     if name == "hangdoctor":
                         data = json.loads(done.stdout)
                         assert data["responded"]["count"] == ranks, data["headline"]
                         headline = data["headline"]
-                    else:
+                    elif name == "seed":
                         dumped = done.stdout.count("\nThread ") + done.stdout.startswith("Thread")
                         processes = done.stdout.count("Process ")
             med = {k: statistics.median(v) for k, v in times.items()}
             print(f"job: {args.job}, {ranks} ranks{' (--native)' if args.native else ''}, {args.rounds} rounds")
             print(f"hangdoctor verdict: {headline}")
             print(f"seed's loop dumped {processes} processes (ranks and torchrun's agent), {dumped} threads, no analysis")
+            labels = {"hangdoctor": "`hangdoctor attach --local` (find, dump, analyse, report)",
+                      "seed": "seed's serial loop (dump only)", "collector": "hangdoctor's collector alone (find, dump)"}
             print("| method | median s | min s |")
             print("|---|---:|---:|")
             for name, values in times.items():
-                print(f"| {name} | {med[name]:.2f} | {min(values):.2f} |")
-            print(f"ratio seed / hangdoctor (medians): {med['seed'] / med['hangdoctor']:.2f}x")
+                print(f"| {labels[name]} | {med[name]:.2f} | {min(values):.2f} |")
+            print(f"ratio seed / hangdoctor attach (medians): {med['seed'] / med['hangdoctor']:.2f}x; "
+                  f"seed / collector: {med['seed'] / med['collector']:.2f}x")
         finally:
             kill_group(proc)
             kill_torchrun_workers(run_id)

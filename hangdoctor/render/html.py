@@ -14,10 +14,11 @@ from hangdoctor.analysis.classes import progress_word
 from hangdoctor.analysis.suspects import UNRESPONSIVE_REASONS
 from hangdoctor.analysis.tree import TreeNode
 from hangdoctor.analysis.verdict import Verdict
-from hangdoctor.render.text import PALETTE, STATUS_COLOURS, box_frames, frame_text, run_lines, stack_lines
+from hangdoctor.render.text import (PALETTE, STATUS_COLOURS, box_frames, frame_text, pinned_frames, run_lines,
+                                    stack_lines)
 from topology import fold_ranks
 
-BOX_W, LINE_H, PAD, GAP_X, GAP_Y, CHARS = 330, 15, 6, 24, 42, 50
+BOX_W, LINE_H, PAD, GAP_X, GAP_Y, CHARS = 430, 15, 6, 24, 42, 64
 
 
 @dataclass
@@ -59,10 +60,11 @@ def build_boxes(verdict: Verdict) -> Box:
             continue
         frames, last = box_frames(node)
         colour = colour_of.get(last.ends[0], "#888888") if last.ends else "#888888"
-        lines = [_clip(line) for line in run_lines(frames, keep_head=1, keep_tail=5, limit=CHARS)]
+        pins = pinned_frames(verdict.classes, last.ends)
+        lines = [_clip(line) for line in run_lines(frames, keep_head=1, keep_tail=4, limit=CHARS, pinned=pins)]
         for cls in sorted({class_of[r].id: class_of[r] for r in last.ends if r in class_of}.values(), key=lambda c: c.id):
             state = cls.status if cls.status != "ok" else progress_word(cls.progress)
-            lines.append(_clip(f"⮑ class {cls.id}: {state}" + (f", {cls.wait.op}" if cls.wait else "")))
+            lines.append(_clip(f"» class {cls.id}: {state}" + (f", {cls.wait.op}" if cls.wait else "")))
         tooltip = "\n".join(frame_text(f, 200) for f in frames)
         box = Box(_ranks(node.ranks), lines, tooltip, colour, len(node.ranks))
         parent.children.append(box)

@@ -17,7 +17,7 @@ from hangdoctor.analysis.classes import RankClass, progress_word, where
 from hangdoctor.analysis.suspects import UNRESPONSIVE_REASONS
 from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.identity import natural_key
-from hangdoctor.render.text import PALETTE, box_frames, run_lines, stack_lines
+from hangdoctor.render.text import PALETTE, box_frames, pinned_frames, run_lines, stack_lines
 from topology import fold_ranks
 
 
@@ -87,11 +87,11 @@ def merged_tree(verdict: Verdict) -> Tree:
             continue
         frames, last = box_frames(node)
         label = Text.assemble((f"[{len(node.ranks)}] {folded(node.ranks)}", "bold " + colour_of.get(node.ranks[0], "")))
-        for line in run_lines(frames):
+        for line in run_lines(frames, pinned=pinned_frames(verdict.classes, last.ends)):
             label.append("\n" + line)
         if last.ends:
             ids = sorted({class_of[r] for r in last.ends if r in class_of})
-            label.append(f"\n⮑ class {', '.join(map(str, ids))}: {rank_word(last.ends)}",
+            label.append(f"\n» class {', '.join(map(str, ids))}: {rank_word(last.ends)}",
                          style=colour_of.get(last.ends[0], ""))
         branch = parent.add(label)
         todo.extend((child, branch) for child in reversed(last.children))

@@ -38,13 +38,37 @@ def runs(frames: list[Frame]) -> list[tuple[Frame, int]]:
     return out
 
 
-def run_lines(frames: list[Frame], *, keep_head: int = 2, keep_tail: int = 4, limit: int = 90) -> list[str]:
-    """Lines for a list of frames (outermost first): repeats folded, the middle of a long list elided."""
-    lines = [frame_text(f, limit) + (f" ×{n}" if n > 1 else "") for f, n in runs(frames)]
-    if len(lines) > keep_head + keep_tail + 1:
-        hidden = len(lines) - keep_head - keep_tail
-        lines = lines[:keep_head] + [f"… {hidden} more frames …"] + lines[-keep_tail:]
+def run_lines(frames: list[Frame], *, keep_head: int = 2, keep_tail: int = 4, limit: int = 90,
+              pinned: set[Frame] | None = None) -> list[str]:
+    """Lines for a list of frames (outermost first): repeats folded, long middles elided except `pinned`
+    frames (e.g. the caller of a collective), which always show."""
+    folded = runs(frames)
+    keep = set(range(min(keep_head, len(folded)))) | set(range(max(0, len(folded) - keep_tail), len(folded)))
+    keep |= {i for i, (frame, _) in enumerate(folded) if pinned and frame in pinned}
+    lines, hidden = [], 0
+    for i, (frame, count) in enumerate(folded):
+        if i not in keep:
+            hidden += 1
+            continue
+        if hidden:
+            lines.append(f"… {hidden} more frame{'s' if hidden > 1 else ''} …")
+            hidden = 0
+        lines.append(frame_text(frame, limit) + (f" ×{count}" if count > 1 else ""))
+    if hidden:
+        lines.append(f"… {hidden} more frame{'s' if hidden > 1 else ''} …")
     return lines
+
+
+def pinned_frames(classes, ends: list[int]) -> set[Frame]:
+    """The frames worth showing in a box where `ends` stop: each class's wait call and its caller."""
+    ending = set(ends)
+    pins = set()
+    for cls in classes:
+        if cls.wait is not None and ending and cls.ranks[0] in ending:
+            pins.add(cls.wait.call)
+            if cls.wait.caller is not None:
+                pins.add(cls.wait.caller)
+    return pins
 
 
 def box_frames(node: TreeNode) -> tuple[list[Frame], TreeNode]:
