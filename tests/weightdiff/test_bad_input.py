@@ -133,3 +133,25 @@ def test_the_console_script_path_gives_one_line_and_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr
     usage = run_bounded([sys.executable, "-m", "weightdiff", "--help"], timeout=120, env=child_env())
     assert usage.returncode == 0 and "exit codes:" in usage.stdout and "weightdiff check DIR" in usage.stdout
+
+
+def test_pairing_a_checkpoint_side_with_every_dp_rank():
+    from pathlib import Path
+
+    from weightdiff.analysis.diff import pair_keys
+    from weightdiff.read.sources import Selection
+    from weightdiff.records import RankDump
+
+    def dump(coords, replicated):
+        return RankDump(coords=coords, iteration=1, tag="t", source=Path("x"), kind="k", mode="full", tensors={},
+                        replicated_dp=replicated)
+
+    dims = ParallelDims(tp=1, pp=2, dp=2)
+    live = Selection(Path("live"), "dumps", 1, "t", {(c.pp, c.tp, c.dp): dump(c, False)
+                                                     for c in dims.all_coords()})
+    ckpt = Selection(Path("ckpt"), "deepspeed-checkpoint", 1, "checkpoint",
+                     {(pp, 0, 0): dump(dims.coords(dims.rank(dp=0, pp=pp, tp=0)), True) for pp in range(2)})
+    for a, b in ((live, ckpt), (ckpt, live)):
+        pairs, only_a, only_b = pair_keys(a, b)
+        assert len(pairs) == 4 and not only_a and not only_b
+        assert sorted((da.coords.pp, db.coords.pp) for da, db in pairs) == [(0, 0), (0, 0), (1, 1), (1, 1)]

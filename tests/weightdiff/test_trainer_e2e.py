@@ -1,18 +1,19 @@
-"""End to end with the reference trainer's injected faults (TP=2 x PP=2, --embed-layernorm, 4 processes):
+"""End to end with the reference trainer's injected faults, on the session's shared trainer runs
+(tests/trainer_runs.py: PP=2 x DP=2, ZeRO-1, --embed-layernorm, dumps before and after every iteration,
+a checkpoint at iteration 4 and resumes from it) plus one TP=2 x PP=2 run of our own:
 
-- a healthy run, saved at iteration 2, and a healthy resume: `weightdiff a/ b/` is clean, exit 0;
-- the same checkpoint resumed with embed-norm-not-saved: the embedding norm on the last stage is named,
-  back at its defaults;
-- no-tied-grad-reduce + layernorm-alias in one run: `weightdiff check` names the drifted tied copies and by
-  how much, and the audit flags the embedding norm with its class.
-Weights move between runs as in the seed (`mkdir a; mv debug-* a`).
+- a healthy run and resume: `weightdiff a/ b/` is clean, exit 0 (dumps against dumps, and the checkpoint
+  against the resumed run's dumps);
+- embed-norm-not-saved + resume: the embedding norm on the last stage is named, back at its defaults;
+- no-tied-grad-reduce: `weightdiff check` names the drifted tied copies and by how much;
+- layernorm-alias: the audit flags the embedding norm and names its class;
+- real tensor parallelism: TP duplicates (norms, row-parallel biases) are checked and equal.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import shutil
 import sys
 
 import pytest
@@ -22,39 +23,9 @@ from safetensors.torch import load_file
 from tests.support import REPO, child_env, run_bounded
 from weightdiff.cli import main
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # four trainer launches in the fixture
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # fixtures may launch the shared trainer runs
 
-MODEL = ["--tp", "2", "--pp", "2", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
-         "--seq-length", "16", "--vocab-size", "64", "--micro-batch-size", "2", "--global-batch-size", "4",
-         "--embed-layernorm", "--pg-timeout", "60", "--dump-weights", "before,after"]
-
-
-def _train(run_dir, *extra):
-    done = run_bounded([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
-                        "-m", "trainer", *MODEL, "--run-dir", str(run_dir), *extra],
-                       timeout=300, env=child_env(), cwd=REPO)
-    assert done.returncode == 0, done.output[-6000:]
-
-
-def _move_weights(run_dir, name):
-    target = run_dir / name
-    shutil.move(str(run_dir / "weights"), str(target))
-    return target
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("trainer")
-    saved = root / "saved"
-    _train(saved, "--train-iters", "2", "--save-interval", "2")
-    _move_weights(saved, "a")
-    _train(saved, "--train-iters", "3", "--resume")
-    _move_weights(saved, "b_healthy")
-    _train(saved, "--train-iters", "3", "--resume", "--fault", "embed-norm-not-saved")
-    _move_weights(saved, "b_fault")
-    faulty = root / "faulty"
-    _train(faulty, "--train-iters", "2", "--fault", "no-tied-grad-reduce", "--fault", "layernorm-alias")
-    return saved, faulty
+TIED, NORM_WEIGHT = "tied_modules.embed.word_embeddings.weight", "tied_modules.embed.norm.weight"
 
 
 def _cli(argv):
@@ -64,49 +35,81 @@ def _cli(argv):
     return code, out.getvalue(), err.getvalue()
 
 
-def test_healthy_run_and_resume_are_clean(runs):
-    saved, _ = runs
-    code, out, err = _cli([str(saved / "a"), str(saved / "b_healthy")])
+def test_healthy_run_and_resume_are_clean(trainer_runs):
+    saved = trainer_runs.get("pp2dp2_save")
+    resumed = trainer_runs.get("pp2dp2_resume")
+    code, out, err = _cli([str(saved.weights), str(resumed.weights), "--a-iteration", "4"])
     assert code == 0 and err == "", out + err
-    assert "after-dumps of iteration 2" in out and "before-dumps of iteration 3" in out
+    assert "after-dumps of iteration 4, 4 ranks" in out and "before-dumps of iteration 5, 4 ranks" in out
     assert "SAME: no differences in 4 rank pairs" in out
-    code, out, _ = _cli(["check", str(saved / "b_healthy"), "--json"])
-    report = json.loads(out)
-    assert code == 0 and report["findings"] == [] and report["checked"]["tp duplicates"] > 0
-    code, out, _ = _cli([str(saved / "checkpoints"), str(saved / "b_healthy")])
-    assert code == 0 and "restored by load" in out
+    # the checkpoint itself against the resumed run: the head's tied copy, not stored, was restored by the load
+    code, out, err = _cli([str(saved.run_dir / "checkpoints"), str(resumed.weights)])
+    assert code == 0, out + err
+    assert f"{TIED} on pp=1 (all dp): restored by load" in out
+    code, out, _ = _cli(["check", str(resumed.weights)])
+    assert code == 0 and "FAIL" not in out
 
 
-def test_embed_norm_not_saved_is_named_and_reset_to_defaults(runs):
-    saved, _ = runs
-    code, out, _ = _cli([str(saved / "a"), str(saved / "b_fault")])
+def test_embed_norm_not_saved_is_named_and_reset_to_defaults(trainer_runs):
+    saved = trainer_runs.get("pp2dp2_save")
+    faulty = trainer_runs.get("pp2dp2_resume_embed_norm_not_saved")
+    code, out, _ = _cli([str(saved.weights), str(faulty.weights), "--a-iteration", "4"])
     assert code == 1
-    assert ("all 4 differences are on pp=1 (all tp): tied_modules.embed.norm.bias, "
-            "tied_modules.embed.norm.weight") in " ".join(out.split())
-    assert "tied_modules.embed.norm.weight  differs on pp=1 (all tp) (2 ranks)" in out
+    headline = next(line for line in out.splitlines() if line.startswith("DIFFERENT"))
+    assert headline.startswith("DIFFERENT: all 4 differences are on pp=1 (all dp): ")
+    assert set(headline.split(": ", 2)[2].split(", ")) == {NORM_WEIGHT, "tied_modules.embed.norm.bias"}
+    assert f"{NORM_WEIGHT}  differs on pp=1 (all dp) (2 ranks)" in out
     assert "now all ones: back at a default initialisation" in out
     assert "now all zeros: back at a default initialisation" in out
+    assert "module class torch.nn.modules.normalization.LayerNorm" in out
     # the checkpoint alone tells the same: the last stage's copy was not restored from the stored one
-    code, out, _ = _cli([str(saved / "checkpoints"), str(saved / "b_fault")])
+    code, out, _ = _cli([str(saved.run_dir / "checkpoints"), str(faulty.weights)])
     assert code == 1 and "was not restored at load: it differs from the stored pp=0 copy" in out
 
 
-def test_no_tied_grad_reduce_and_layernorm_alias(runs):
-    _, faulty = runs
-    code, out, _ = _cli(["check", str(faulty / "weights"), "--json"])
+def test_no_tied_grad_reduce_and_layernorm_alias(trainer_runs):
+    weights = trainer_runs.get("tied_alias_straggler").weights  # PP=2, rank 0 is pp=0, rank 1 is pp=1
+    code, out, _ = _cli(["check", str(weights), "--json"])
     assert code == 1
-    found = {(f["kind"], f["name"]): f for f in json.loads(out)["findings"]}
-    tied = found[("tied copies", "tied_modules.embed.word_embeddings.weight")]
-    assert tied["where"] == "pp=1 (all tp)"
-    name = "tied_modules.embed.word_embeddings.weight"
-    expected = 0.0
-    for tp in range(2):
-        first = load_file(str(next((faulty / "weights").glob(f"debug-2-pp0-tp{tp}-*-after-*.safetensors"))))
-        last = load_file(str(next((faulty / "weights").glob(f"debug-2-pp1-tp{tp}-*-after-*.safetensors"))))
-        expected = max(expected, float((first[name].double() - last[name].double()).abs().max()))
-    assert expected > 0 and tied["max_abs"] == pytest.approx(expected, rel=1e-12)
-    audit = found[("param groups", "tied_modules.embed.norm.weight")]
+    report = json.loads(out)
+    assert report["iteration"] == 4 and report["tag"] == "after"
+    found = {(f["kind"], f["name"]): f for f in report["findings"]}
+    tied = found[("tied copies", TIED)]
+    first = load_file(str(next(weights.glob("debug-4-pp0-*-after-*.safetensors"))))[TIED]
+    last = load_file(str(next(weights.glob("debug-4-pp1-*-after-*.safetensors"))))[TIED]
+    expected = float((first.double() - last.double()).abs().max())
+    assert tied["where"] == "pp=1" and expected > 0 and tied["max_abs"] == pytest.approx(expected, rel=1e-12)
+    audit = found[("param groups", NORM_WEIGHT)]
     assert "torch.nn.modules.normalization.LayerNorm" in audit["detail"] and "weight_decay=0.1" in audit["detail"]
-    assert not any(k == "param groups" and n != "tied_modules.embed.norm.weight" for k, n in found)
-    code, text, _ = _cli(["check", str(faulty / "weights")])
-    assert "[tied copies] tied_modules.embed.word_embeddings.weight on pp=1 (all tp), max |diff|" in text
+    assert [n for k, n in found if k == "param groups"] == [NORM_WEIGHT]
+    code, text, _ = _cli(["check", str(weights)])
+    assert f"[tied copies] {TIED} on pp=1, max |diff|" in text
+    assert f"[param groups] {NORM_WEIGHT} on all ranks" in text
+    code, text, _ = _cli(["drift", str(weights), TIED, "--json"])
+    gaps = [p["max_abs"] for p in json.loads(text)["points"]]
+    assert code == 1 and len(gaps) == 4 and gaps[0] > 0 and gaps[-1] > gaps[0]
+
+
+@pytest.fixture(scope="module")
+def tp_run(tmp_path_factory):
+    from tests.trainer_runs import MODEL, torchrun_command
+
+    run_dir = tmp_path_factory.mktemp("tp2pp2")
+    args = ["--tp", "2", "--pp", "2", "--embed-layernorm", "--train-iters", "2", "--dump-weights", "after", *MODEL]
+    done = run_bounded(torchrun_command(4, run_dir, args), timeout=300, env=child_env(), cwd=REPO)
+    assert done.returncode == 0, done.output[-6000:]
+    return run_dir / "weights"
+
+
+def test_tensor_parallel_duplicates_are_checked_on_a_real_tp_run(tp_run):
+    code, out, err = _cli(["check", str(tp_run), "--json"])
+    report = json.loads(out)
+    assert code == 0, out + err
+    assert report["dims"] == {"tp": 2, "pp": 2, "dp": 1, "order": "tp-dp-pp"}
+    assert report["checked"]["tp duplicates"] > 0 and report["checked"]["tied copies"] > 0
+    assert report["findings"] == []
+
+
+def test_python_dash_m_on_a_trainer_run(tp_run):
+    done = run_bounded([sys.executable, "-m", "weightdiff", "check", str(tp_run)], timeout=120, env=child_env())
+    assert done.returncode == 0 and "tp duplicates ok" in " ".join(done.stdout.split()), done.output

@@ -73,16 +73,24 @@ class PairResult:
 
 def pair_keys(a: Selection, b: Selection) -> tuple[list[tuple[RankDump, RankDump]], list[RankDump], list[RankDump]]:
     """(pairs, only in a, only in b). A checkpoint side matches every dp rank of its (pp, tp)."""
-    def match_key(dump: RankDump, other_replicated: bool) -> tuple:
-        return (dump.coords.pp, dump.coords.tp) if other_replicated or dump.replicated_dp else dump.key
-
     a_repl = any(d.replicated_dp for d in a.dumps.values())
     b_repl = any(d.replicated_dp for d in b.dumps.values())
-    b_index = {match_key(d, a_repl): d for d in b.dumps.values()}
+    by_slice = a_repl or b_repl
+
+    def key(dump: RankDump) -> tuple:
+        return (dump.coords.pp, dump.coords.tp) if by_slice else dump.key
+
+    if a_repl and not b_repl:  # one checkpoint slice of a for every dp rank of b
+        a_index = {key(d): d for d in a.dumps.values()}
+        pairs = [(a_index[key(db)], db) for db in sorted(b.dumps.values(), key=lambda d: d.key)
+                 if key(db) in a_index]
+        only_b = [db for db in sorted(b.dumps.values(), key=lambda d: d.key) if key(db) not in a_index]
+        used = {id(da) for da, _ in pairs}
+        return pairs, [d for d in a.dumps.values() if id(d) not in used], only_b
+    b_index = {key(d): d for d in b.dumps.values()}
     pairs, only_a, used = [], [], set()
-    for key in sorted(a.dumps):
-        da = a.dumps[key]
-        db = b_index.get(match_key(da, b_repl))
+    for da in sorted(a.dumps.values(), key=lambda d: d.key):
+        db = b_index.get(key(da))
         if db is None:
             only_a.append(da)
         else:
