@@ -149,3 +149,27 @@ def test_dense_differences_with_equal_nans_in_the_block():
     b[7] = float("nan")
     vd = compare_tensor(DictValues({"x": a}), DictValues({"x": b}), "x", (100,), Tolerance())
     assert vd.n_differ == 99 and vd.max_abs == float("inf") and vd.max_index == (7,)
+
+
+def test_fingerprint_only_dumps_diff_by_hash_and_trust_fingerprints_skips_reading(tmp_path):
+    coords = ParallelDims().coords(0)
+    model = Big()
+    weightdiff.dump(model, iteration=1, tag="after", out=tmp_path / "a", coords=coords)
+    weightdiff.dump(model, iteration=1, tag="after", out=tmp_path / "fa", coords=coords, mode="fingerprint")
+    with torch.no_grad():
+        model.weight[999, 999] += 1
+    weightdiff.dump(model, iteration=2, tag="before", out=tmp_path / "fb", coords=coords, mode="fingerprint")
+    code, out, _ = _cli([str(tmp_path / "fa"), str(tmp_path / "fb")])
+    assert code == 1 and "weight  differs on all ranks" in out and "hashes differ" in out
+
+    # Flip one byte of a's values behind the sidecar's back: reading finds it, trusting the hashes does not.
+    import shutil
+
+    shutil.copytree(tmp_path / "a", tmp_path / "a2")
+    tensor_file = next((tmp_path / "a2").glob("*.safetensors"))
+    data = bytearray(tensor_file.read_bytes())
+    data[-2] ^= 0x01
+    tensor_file.write_bytes(bytes(data))
+    assert _cli([str(tmp_path / "a"), str(tmp_path / "a2")])[0] == 1
+    code, out, _ = _cli([str(tmp_path / "a"), str(tmp_path / "a2"), "--trust-fingerprints"])
+    assert code == 0 and "SAME" in out
