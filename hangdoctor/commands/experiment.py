@@ -16,16 +16,21 @@ hung, and only then is it cancelled (its whole process tree killed under torchru
 In --out: results.csv (pandas), results.md (the seeds' table), results.json, throughput.png, tflops.png, and
 runs/<run>/ with train.log, job.sbatch or command.txt, the trainer's config.json and metrics.jsonl,
 hangdoctor/ (a hung run's verdict: verdict.txt, verdict.json, report.html) and result.json.
+Ctrl-C, SIGTERM or SIGHUP stop the current run and still write the tables (--resume continues later).
 Exit status: 0 every run completed (every log measured), 1 some run hung, failed, timed out or did not start
-(the table says which), 2 bad usage, 3 no log could be measured, 4 cannot launch (no sbatch, no Python).
+(the table says which), 2 bad usage, 3 no log could be measured, 4 cannot launch (no sbatch, no Python),
+130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -230,6 +235,24 @@ def progress_events(err: Console, total: int):
                   ended=ended)
 
 
+@contextlib.contextmanager
+def stop_signals_interrupt():
+    """SIGTERM and SIGHUP (a closed terminal, a killed allocation) act as Ctrl-C: the current run is stopped and
+    the tables written, instead of the experiment dying with its job still running."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.warmup < 0:
         raise CommandError(f"--warmup {args.warmup} must be 0 or more", "e.g. --warmup 2", EXIT_USAGE)
@@ -265,7 +288,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
               f"{len(runs) // (len(matrix.configs) * matrix.repeats)} toggle settings x {matrix.repeats} repeats) "
               f"through {launcher.name}, in {out_dir}/", markup=False, highlight=False)
     try:
-        run_matrix(matrix, launcher, out_dir, options, progress_events(err, len(runs)))
+        with stop_signals_interrupt():
+            run_matrix(matrix, launcher, out_dir, options, progress_events(err, len(runs)))
     except BaseException as exc:  # interrupted, or no launcher: still the tables of what ran
         from hangdoctor.experiments.outputs import write_outputs
 
