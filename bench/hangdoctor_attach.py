@@ -16,6 +16,7 @@ Rounds alternate which method goes first. Reported: median and min wall time of 
 
     .venv/bin/python bench/hangdoctor_attach.py --job gloo --ranks 16 --rounds 7
     .venv/bin/python bench/hangdoctor_attach.py --job trainer --rounds 7 [--native]
+    .venv/bin/python bench/hangdoctor_attach.py --job gloo --ranks 16 --rounds 3 --dstate-rank 5 --bound 30
 """
 
 from __future__ import annotations
@@ -58,10 +59,17 @@ def start_trainer(tmp: Path) -> tuple[subprocess.Popen, str]:
     return proc, str(run_dir)
 
 
-def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def timed(argv: list[str], bound: float) -> tuple[float, str]:
+    """Wall time and stdout; a method still running after `bound` seconds is stopped (its group killed)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=child_env(), timeout=300)
-    return time.perf_counter() - start, done
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(),
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        return float("inf"), ""
+    return time.perf_counter() - start, out
 
 
 def main() -> int:
@@ -70,11 +78,14 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, default=16, help="gloo job size (the trainer runs 8)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--native", action="store_true", help="both methods with py-spy --native (as the seed did)")
+    parser.add_argument("--dstate-rank", type=int, help="gloo job: this rank blocks in the kernel (state D)")
+    parser.add_argument("--bound", type=float, default=60, help="seconds after which a method is stopped")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hd-bench-attach-") as tmp_name:
         tmp = Path(tmp_name)
         if args.job == "gloo":
-            job = GlooJob(tmp, nproc=args.ranks, extra=["--tp", "2", "--pp", "2"], lifetime=1800).start(timeout=600)
+            extra = ["--tp", "2", "--pp", "2"] + (["--dstate-rank", str(args.dstate_rank)] if args.dstate_rank is not None else [])
+            job = GlooJob(tmp, nproc=args.ranks, extra=extra, lifetime=1800).start(timeout=600)
             proc, marker, ranks = job.proc, str(job.ready_dir), args.ranks
         else:
             proc, marker = start_trainer(tmp)
@@ -93,27 +104,34 @@ def main() -> int:
                 order = ("hangdoctor", "seed", "collector") if round_ % 2 == 0 else ("collector", "seed", "hangdoctor")
                 for name in order:
                     argv = commands[name] + (["--out", str(tmp / f"out{round_}")] if name == "hangdoctor" else [])
-                    seconds, done = timed(argv)
+                    seconds, stdout = timed(argv, args.bound)
                     times[name].append(seconds)
                     if name == "hangdoctor":
-                        data = json.loads(done.stdout)
-                        assert data["responded"]["count"] == ranks, data["headline"]
+                        data = json.loads(stdout)
+                        expected = ranks - (args.dstate_rank is not None)
+                        assert data["responded"]["count"] == expected, data["headline"]
                         headline = data["headline"]
                     elif name == "seed":
-                        dumped = done.stdout.count("\nThread ") + done.stdout.startswith("Thread")
-                        processes = done.stdout.count("Process ")
+                        dumped = stdout.count("\nThread ") + stdout.startswith("Thread")
+                        processes = stdout.count("Process ")
             med = {k: statistics.median(v) for k, v in times.items()}
-            print(f"job: {args.job}, {ranks} ranks{' (--native)' if args.native else ''}, {args.rounds} rounds")
+            dstate = f", rank {args.dstate_rank} in state D" if args.dstate_rank is not None else ""
+            print(f"job: {args.job}, {ranks} ranks{dstate}{' (--native)' if args.native else ''}, {args.rounds} rounds")
             print(f"hangdoctor verdict: {headline}")
-            print(f"seed's loop dumped {processes} processes (ranks and torchrun's agent), {dumped} threads, no analysis")
+            if med["seed"] == float("inf"):
+                print(f"seed's loop did not finish within {args.bound:g}s: a blocking py-spy waits forever on a D-state rank")
+            else:
+                print(f"seed's loop dumped {processes} processes (ranks and torchrun's agent), {dumped} threads, no analysis")
             labels = {"hangdoctor": "`hangdoctor attach --local` (find, dump, analyse, report)",
                       "seed": "seed's serial loop (dump only)", "collector": "hangdoctor's collector alone (find, dump)"}
             print("| method | median s | min s |")
             print("|---|---:|---:|")
             for name, values in times.items():
-                print(f"| {labels[name]} | {med[name]:.2f} | {min(values):.2f} |")
-            print(f"ratio seed / hangdoctor attach (medians): {med['seed'] / med['hangdoctor']:.2f}x; "
-                  f"seed / collector: {med['seed'] / med['collector']:.2f}x")
+                shown = [f"{v:.2f}" if v != float("inf") else f"did not finish in {args.bound:g}" for v in (med[name], min(values))]
+                print(f"| {labels[name]} | {shown[0]} | {shown[1]} |")
+            if med["seed"] != float("inf"):
+                print(f"ratio seed / hangdoctor attach (medians): {med['seed'] / med['hangdoctor']:.2f}x; "
+                      f"seed / collector: {med['seed'] / med['collector']:.2f}x")
         finally:
             kill_group(proc)
             kill_torchrun_workers(run_id)
