@@ -41,13 +41,14 @@ def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
     gloo = json.loads((DATA / "gloo8_mixed.node.json").read_text())
     by_rank = {p["rank"]: p for p in trainer["processes"]}
     gloo_rank = {p["rank"]: p for p in gloo["processes"]}
+    source_doc = {id(p): doc for doc in (trainer, gloo) for p in doc["processes"]}
     per_stage = world // pp
     cmdline = ["python", "-m", "trainer", "--tensor-model-parallel-size", str(tp),
                "--pipeline-model-parallel-size", str(pp)]
     stopped, straggler = world // 3, world // 3 + 1
     folder.mkdir(parents=True, exist_ok=True)
     for first in range(0, world, PER_NODE):
-        doc = copy.deepcopy({k: v for k, v in trainer.items() if k != "processes"})
+        doc = copy.deepcopy({k: v for k, v in trainer.items() if k not in ("processes", "frame_table")})
         doc["node"] = f"node{first // PER_NODE:05d}"
         doc["processes"] = []
         for rank in range(first, min(world, first + PER_NODE)):
@@ -65,7 +66,8 @@ def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
                 "samples": [],
             }
             for sample in source["samples"][:2]:
-                sample = copy.deepcopy(sample)
+                sample = dict(copy.deepcopy(sample), pyspy_json=compact.expand(source_doc[id(source)], sample))
+                sample.pop("pyspy_threads", None)
                 for thread in sample.get("pyspy_json") or []:
                     if thread["os_thread_id"] == source["pid"]:
                         thread["os_thread_id"] = pid

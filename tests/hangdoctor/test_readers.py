@@ -137,3 +137,21 @@ def test_unreadable_inputs_raise_input_errors_that_name_the_file(tmp_path):
         load_paths([broken], TopologyFlags())
     with pytest.raises(InputError, match="no such file"):
         load_paths([tmp_path / "missing"], TopologyFlags())
+
+
+def test_node_files_with_py_spys_json_unfactored_read_the_same(tmp_path):
+    from hangdoctor.analysis.verdict import diagnose
+    from hangdoctor.collector import compact
+
+    doc = json.loads((DATA / "gloo8_mixed.node.json").read_text())
+    for proc in doc["processes"]:
+        for sample in proc["samples"]:
+            sample["pyspy_json"] = compact.expand(doc, sample)
+            del sample["pyspy_threads"]
+    del doc["frame_table"]
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(doc))
+    factored = diagnose(load_paths([DATA / "gloo8_mixed.node.json"], TopologyFlags()))
+    unfactored = diagnose(load_paths([plain], TopologyFlags()))
+    assert [(p.ranks, p.position, p.progress) for p in unfactored.places] == \
+        [(p.ranks, p.position, p.progress) for p in factored.places]
