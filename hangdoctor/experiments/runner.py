@@ -7,11 +7,13 @@ For each run, in order (`Matrix.runs()`), in OUT/runs/<run name>/:
 4. the run is stopped (scancel / its whole process tree killed): always, whatever happened before;
 5. its figures are read from the log and RUN/result.json is written.
 Runs go one at a time so that they do not slow each other down. A result already in RUN/result.json is kept
-with `resume=True`, so an interrupted experiment continues where it stopped.
+with `resume=True`, so an interrupted experiment continues where it stopped; the run that was interrupted is
+run again, its first attempt moved to OUT/interrupted/.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +58,14 @@ def new_result(spec: RunSpec, launcher: Launcher, run_dir: Path, warmup: int) ->
 def run_one(spec: RunSpec, launcher: Launcher, out: Path, options: RunnerOptions, events: Events) -> RunResult:
     run_dir = run_dir_of(out, spec)
     if options.resume and (run_dir / RESULT_NAME).exists():
-        return RunResult.load(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+        kept = RunResult.load(run_dir)
+        if kept.status != "interrupted":
+            return kept
+    if run_dir.exists():  # an interrupted attempt: kept aside, out of the tables, and the run starts afresh
+        aside = out / "interrupted" / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        run_dir.rename(aside)
+    run_dir.mkdir(parents=True)
     result = new_result(spec, launcher, run_dir, options.warmup)
     try:
         launched = launcher.start(spec, run_dir)
@@ -68,8 +76,8 @@ def run_one(spec: RunSpec, launcher: Launcher, out: Path, options: RunnerOptions
         result.save(run_dir)
         return result
     result.job = launched.ident
-    events.started(spec, launched)
     try:
+        events.started(spec, launched)
         watched = watch(launcher, launched, options.limits,
                         on_iteration=lambda parsed: events.iteration(spec, parsed))
         result.status, result.reason, result.exit_code = watched.outcome, watched.reason, watched.state.exit_code

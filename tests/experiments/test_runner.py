@@ -11,7 +11,7 @@ from matplotlib.image import imread
 from hangdoctor.experiments.hang import AttachOptions
 from hangdoctor.experiments.matrix import build_matrix
 from hangdoctor.experiments.outputs import load_results, write_outputs
-from hangdoctor.experiments.runner import RunnerOptions, run_matrix
+from hangdoctor.experiments.runner import Events, RunnerOptions, run_matrix
 from hangdoctor.experiments.watchdog import Limits
 from tests.experiments.proclauncher import ProcessLauncher
 
@@ -101,3 +101,33 @@ def test_csv_markdown_and_plots(experiment, tmp_path):
 def _has_colour(image, rgb) -> bool:
     pixels = (image[:, :, :3] * 255).round()
     return bool(((abs(pixels - rgb) <= 2).all(axis=2)).sum() > 20)
+
+
+def test_an_interrupted_run_is_stopped_kept_aside_and_run_again_on_resume(tmp_path):
+    matrix = build_matrix(configs=["first=--lines 3 --interval 0.05", "slow=--lines 0 --then forever --interval 0.05"])
+
+    def interrupt(spec, parsed):
+        if spec.config.name == "slow" and parsed.iteration == 4:
+            raise KeyboardInterrupt
+
+    launcher = ProcessLauncher()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_matrix(matrix, launcher, tmp_path, RunnerOptions(limits=LIMITS), Events(iteration=interrupt))
+    finally:
+        launcher.kill_all()
+    first, slow = load_results(tmp_path)
+    assert (first.status, slow.status, slow.stopped) == ("completed", "interrupted", "killed")
+    assert slow.last_iteration >= 4 and slow.sec_per_it is not None  # what it printed is measured all the same
+    assert launcher.alive_at_stop[int(slow.job.split()[1])] is True  # it was still running: the runner stopped it
+    again = ProcessLauncher(argv_of=lambda spec: ["--lines", "3", "--interval", "0.05"])
+    try:
+        results = run_matrix(matrix, again, tmp_path, RunnerOptions(limits=LIMITS, resume=True))
+    finally:
+        again.kill_all()
+    assert [r.status for r in results] == ["completed", "completed"] and len(again.procs) == 1
+    assert results[0] == first
+    aside = list((tmp_path / "interrupted").iterdir())
+    assert len(aside) == 1 and aside[0].name.startswith(slow.run + "-")
+    assert json.loads((aside[0] / "result.json").read_text())["status"] == "interrupted"
+    assert load_results(tmp_path) == results
