@@ -51,40 +51,47 @@ def _box_label(dims: ParallelDims, values: dict[str, set[int]]) -> str:
     return f"{text} ({', '.join(full)})" if full else text
 
 
+MAX_PHRASES = 4  # past this many boxes a coordinate description is no longer easier to read than the ranks
+
+
 def describe_ranks(ranks: Iterable[int], dims: ParallelDims | None) -> str:
     """Say where a set of ranks sits, e.g. "pp=1 (all tp, all dp)" or "pp=0 dp=1 tp=0-1; pp=1 dp=0 tp=0".
 
-    The set is split greedily into boxes (products of per-axis value sets), largest first, so a set that is
-    one box reads as one phrase. Without a topology, or for ranks outside it, the folded ranks are returned.
+    The set is split greedily into boxes (products of per-axis value sets), each grown from the smallest rank
+    left, so a set that is one box reads as one phrase. A set that needs more than MAX_PHRASES boxes, a set
+    outside the topology, or no topology at all gives the folded ranks instead. Cost: O(MAX_PHRASES x ranks).
     """
-    remaining = set(ranks)
-    if dims is None or not remaining or max(remaining) >= dims.world_size or min(remaining) < 0:
-        return f"ranks {fold_ranks(remaining)}" if remaining else "no ranks"
-    if remaining == set(range(dims.world_size)):
+    chosen = set(ranks)
+    if dims is None or not chosen or max(chosen) >= dims.world_size or min(chosen) < 0:
+        return f"ranks {fold_ranks(chosen)}" if chosen else "no ranks"
+    if len(chosen) == dims.world_size:
         return "all ranks"
+    remaining = {r: _point(dims, r) for r in chosen}  # rank -> (pp, dp, tp), computed once
+    present = set(remaining.values())
     phrases = []
-    while remaining:
-        box = _largest_box(dims, remaining)
+    while remaining and len(phrases) < MAX_PHRASES:
+        box = _largest_box(dims, present, remaining[min(remaining)])
         phrases.append(_box_label(dims, box))
-        covered = {
-            dims.rank(pp=p, dp=d, tp=t) for p in box["pp"] for d in box["dp"] for t in box["tp"]
-        }
-        remaining -= covered
-    return "; ".join(phrases)
+        covered = set(itertools.product(box["pp"], box["dp"], box["tp"]))
+        present -= covered
+        remaining = {r: point for r, point in remaining.items() if point not in covered}
+    return f"ranks {fold_ranks(chosen)}" if remaining else "; ".join(phrases)
 
 
-def _largest_box(dims: ParallelDims, ranks: set[int]) -> dict[str, set[int]]:
-    """Grow a box from the smallest rank: along each axis, keep only values for which the whole slab is present."""
-    coords = {r: dims.coords(r) for r in ranks}
-    seed = coords[min(ranks)]
-    box = {"pp": {seed.pp}, "dp": {seed.dp}, "tp": {seed.tp}}
-    # Try the axes in an order that prefers merging the fastest ones (tp) first, then dp, then pp.
+def _point(dims: ParallelDims, rank: int) -> tuple[int, int, int]:
+    c = dims.coords(rank)
+    return (c.pp, c.dp, c.tp)
+
+
+def _largest_box(dims: ParallelDims, present: set[tuple[int, int, int]], seed: tuple[int, int, int]) -> dict[str, set[int]]:
+    """Grow a box from `seed`: along each axis, add the values for which the whole slab is present."""
+    box = {"pp": {seed[0]}, "dp": {seed[1]}, "tp": {seed[2]}}
+    # Merge the fastest axis (tp) first, then dp, then pp: the order in which neighbouring ranks differ.
     for axis in ("tp", "dp", "pp"):
         for value in range(dims.size(axis)):
             if value in box[axis]:
                 continue
             trial = {a: ({value} if a == axis else box[a]) for a in box}
-            slab = {dims.rank(pp=p, dp=d, tp=t) for p in trial["pp"] for d in trial["dp"] for t in trial["tp"]}
-            if slab <= ranks:
+            if all(point in present for point in itertools.product(trial["pp"], trial["dp"], trial["tp"])):
                 box[axis].add(value)
     return box

@@ -70,3 +70,11 @@ def test_describe_ranks_by_coordinates():
     assert describe_ranks([0, 1, 2, 3, 5], dims) == "pp=0 (all tp, all dp); pp=1 dp=0 tp=1"
     assert describe_ranks([9], dims) == "ranks 9"
     assert describe_ranks([1, 2], None) == "ranks 1-2"
+
+
+def test_describe_ranks_falls_back_to_folded_ranks_when_too_scattered():
+    dims = ParallelDims(tp=2, pp=4, dp=4)
+    scattered = [0, 3, 9, 14, 20, 27]  # no two in one box: six phrases would be harder to read than the ranks
+    assert describe_ranks(scattered, dims) == "ranks 0,3,9,14,20,27"
+    big = ParallelDims(tp=8, pp=16, dp=64)
+    assert describe_ranks(big.ranks_where(pp=3) + big.ranks_where(pp=5, dp=7), big) == "pp=3 (all tp, all dp); pp=5 dp=7 (all tp)"
