@@ -102,6 +102,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
 
 
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
 def sbatch_options(args: argparse.Namespace) -> dict[str, str]:
     options = {}
     for item in args.sbatch_option:
@@ -284,9 +288,10 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     attach = None if args.no_attach else AttachOptions(samples=args.attach_samples, interval=args.attach_interval,
                                                        timeout=args.attach_timeout)
     options = RunnerOptions(limits=limits, attach=attach, warmup=args.warmup, resume=args.resume)
-    err.print(f"{len(runs)} runs ({len(matrix.configs)} configurations x "
-              f"{len(runs) // (len(matrix.configs) * matrix.repeats)} toggle settings x {matrix.repeats} repeats) "
-              f"through {launcher.name}, in {out_dir}/", markup=False, highlight=False)
+    settings = len(runs) // (len(matrix.configs) * matrix.repeats)
+    err.print(f"{plural(len(runs), 'run')} ({plural(len(matrix.configs), 'configuration')} x "
+              f"{plural(settings, 'toggle setting')} x {plural(matrix.repeats, 'repeat')}) through {launcher.name}, "
+              f"in {out_dir}/", markup=False, highlight=False)
     try:
         with stop_signals_interrupt():
             run_matrix(matrix, launcher, out_dir, options, progress_events(err, len(runs)))
