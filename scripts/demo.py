@@ -152,6 +152,8 @@ def step_embed_norm(out: Path) -> None:
           "before,after", "--fault", "embed-norm-not-saved")
     tool("weightdiff", str(out / "healthy" / "weights"), str(resumed / "weights"), "--a-iteration", "4",
          "--png", str(out / "resumed" / "weightdiff.png"))
+    print("The checkpoint alone tells the same story: the last stage's tied copy was not restored at load.")
+    tool("weightdiff", str(out / "healthy" / "checkpoints"), str(resumed / "weights"))
 
 
 def step_tied(out: Path) -> None:

@@ -67,7 +67,7 @@ RUNS: dict[str, RunSpec] = {
                        "--checkpoint-activations", *MODEL]),
     "dp2_zero1": RunSpec(2, ["--zero-stage", "1", "--train-iters", "3", *MODEL]),
     "pp2tp2": RunSpec(4, ["--pp", "2", "--tp", "2", "--embed-layernorm", "--train-iters", "3", *MODEL,
-                          "--partition-method", "type:transformer|embedding"]),
+                          "--partition-method", "type:transformer|embedding", "--dump-weights", "after"]),
     # PP=2 x DP=2 with ZeRO-1: 6 iterations, a checkpoint at 4, weights dumped around every iteration.
     "pp2dp2_save": RunSpec(4, [*EMBED_NORM_RUN, "--save-interval", "4"]),
     "pp2dp2_resume": RunSpec(4, [*EMBED_NORM_RUN, "--resume"], resume_from="pp2dp2_save"),

@@ -31,6 +31,7 @@ from trainer.model import (
     tied_head,
 )
 from trainer.param_groups import build_param_groups
+from weightdiff import param_groups_by_name
 
 DS_AXIS = {"tp": "model", "dp": "data", "pp": "pipe"}
 
@@ -38,7 +39,7 @@ DS_AXIS = {"tp": "model", "dp": "data", "pp": "pipe"}
 @dataclass
 class BuiltEngine:
     engine: object  # deepspeed.runtime.pipe.engine.PipelineEngine
-    param_groups_by_name: dict[str, dict]  # parameter name -> its group's hyperparameters
+    groups_by_name: dict[str, dict]  # parameter name -> its optimizer group's hyperparameters
     shape: GPTShape
 
 
@@ -102,10 +103,12 @@ def build_engine(cfg: TrainConfig, dims: ParallelDims, coords: RankCoords, fault
         activation_checkpoint_func=partial(checkpointing.non_reentrant_checkpoint),
         checkpointable_layers=["ParallelTransformerLayerPipe"],
     )
+    for param in module.parameters():  # Megatron's default: what is not split is replicated over TP
+        if not hasattr(param, "tensor_model_parallel"):
+            param.tensor_model_parallel = False
     groups = build_param_groups(module, weight_decay=cfg.weight_decay, rule=faults.param_group_rule())
-    by_id = {id(p): {"group": g["name"], "weight_decay": g["weight_decay"], "lr": cfg.lr} for g in groups for p in g["params"]}
-    param_groups_by_name = {name: by_id[id(p)] for name, p in module.named_parameters() if id(p) in by_id}
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
+    groups_by_name = param_groups_by_name(module, optimizer)  # by identity, before ZeRO flattens the groups
     engine, _, _, _ = deepspeed.initialize(model=module, optimizer=optimizer, config=ds_config(cfg, dims))
     faults.install(engine)
-    return BuiltEngine(engine, param_groups_by_name, shape)
+    return BuiltEngine(engine, groups_by_name, shape)

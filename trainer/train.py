@@ -80,7 +80,7 @@ def _dump_weights(ctx: RunContext, built: BuiltEngine, tag: str) -> None:
     import weightdiff
 
     weightdiff.dump(built.engine.module, iteration=ctx.iteration, tag=tag, out=ctx.run_dir / "weights",
-                    coords=ctx.coords, param_groups=built.param_groups_by_name, mode=cfg.dump_mode)
+                    coords=ctx.coords, param_groups=built.groups_by_name, mode=cfg.dump_mode)
 
 
 def _log_iteration(ctx: RunContext, loss: float, seconds: float, engine) -> None:

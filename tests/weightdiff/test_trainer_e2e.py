@@ -91,14 +91,8 @@ def test_no_tied_grad_reduce_and_layernorm_alias(trainer_runs):
 
 
 @pytest.fixture(scope="module")
-def tp_run(tmp_path_factory):
-    from tests.trainer_runs import MODEL, torchrun_command
-
-    run_dir = tmp_path_factory.mktemp("tp2pp2")
-    args = ["--tp", "2", "--pp", "2", "--embed-layernorm", "--train-iters", "2", "--dump-weights", "after", *MODEL]
-    done = run_bounded(torchrun_command(4, run_dir, args), timeout=300, env=child_env(), cwd=REPO)
-    assert done.returncode == 0, done.output[-6000:]
-    return run_dir / "weights"
+def tp_run(trainer_runs):
+    return trainer_runs.get("pp2tp2").weights  # TP=2 x PP=2, embedding norm, dumps after each iteration
 
 
 def test_tensor_parallel_duplicates_are_checked_on_a_real_tp_run(tp_run):
