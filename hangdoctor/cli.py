@@ -1,4 +1,5 @@
-"""`hangdoctor VERB ...`: the command line. `main(argv) -> int` catches the one `CommandError` here."""
+"""`hangdoctor VERB ...`: the command line. `main(argv) -> int` maps every outcome to an exit code here: the one
+`CommandError`, argparse's own exits (bad usage, --help) and Ctrl-C. Each verb's --help lists its exit codes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.console import Console
 
 from hangdoctor import __version__
 from hangdoctor.commands import COMMANDS
-from hangdoctor.errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_USAGE, CommandError
+from hangdoctor.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError, exit_codes_help
 
 
 class _Parser(argparse.ArgumentParser):
@@ -18,16 +19,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"Error: {message}\nHint: see `{self.prog} --help`\n")
 
 
+MAIN_EPILOG = """exit codes: each verb lists its own in `hangdoctor VERB --help`; for every verb 0 is success,
+2 a bad command line and 130 an interruption."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hangdoctor", description="Collect every rank's stack from a hung distributed job and "
-                     "say who is stuck where.", epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                     "say who is stuck where.", epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"hangdoctor {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
         doc = (module.__doc__ or "").strip()
         sub = verbs.add_parser(verb, help=doc.splitlines()[0] if doc else verb, description=doc,
-                               epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                               epilog=exit_codes_help(module.EXIT_CODES),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
         module.prepare_parser(sub)
         sub.set_defaults(_module=module)
     return parser
@@ -35,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed its help, version or one-line usage error
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not getattr(args, "verb", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -1,21 +1,29 @@
-"""Exit codes and the one error type commands raise; `cli.main` turns it into `Error:`/`Hint:` lines."""
+"""Exit codes and the one error type commands raise; `cli.main` turns it into `Error:`/`Hint:` lines.
+
+The numbers are shared by every verb; what each one means differs per verb, so every verb module lists its own
+`EXIT_CODES = {code: meaning}` and `exit_codes_help` turns that into its --help epilog.
+"""
 
 from __future__ import annotations
 
-EXIT_OK = 0  # report complete: every expected rank answered
-EXIT_PARTIAL = 1  # report printed, but some ranks did not answer, are missing, or the time bound cut collection short
-EXIT_USAGE = 2  # bad command line
-EXIT_NOT_FOUND = 3  # nothing to look at: job or processes not found, job not running, no dumps in the input
-EXIT_ENVIRONMENT = 4  # cannot collect here: py-spy missing, ptrace denied, srun/pdsh failed, not the job's owner
-EXIT_INTERRUPTED = 130
+import textwrap
 
-EXIT_CODES_HELP = """exit codes:
-  0  report complete: every expected rank answered
-  1  report printed, but some ranks did not answer or are missing (partial)
-  2  bad command line
-  3  nothing to look at: job/processes not found or not running, no dumps in the input
-  4  cannot collect: py-spy missing, ptrace denied, srun/pdsh failed, not the job's owner
-"""
+EXIT_OK = 0  # the verb did all it was asked (attach/analyze: every expected rank answered)
+EXIT_PARTIAL = 1  # a result was printed, but it is incomplete (ranks missing, runs hung, nothing fits)
+EXIT_USAGE = 2  # bad command line
+EXIT_NOT_FOUND = 3  # nothing to look at: job or processes not found, job not running, no dumps or logs in the input
+EXIT_ENVIRONMENT = 4  # cannot do it here: py-spy missing, ptrace denied, srun/pdsh/sbatch failed, not the job's owner
+EXIT_INTERRUPTED = 130  # Ctrl-C (and, for experiment, SIGTERM/SIGHUP)
+
+USAGE_TEXT = "bad command line (one Error: line and a Hint:)"
+INTERRUPTED_TEXT = "interrupted (Ctrl-C)"
+
+
+def exit_codes_help(codes: dict[int, str]) -> str:
+    """The --help epilog of a verb: one line per exit code, in order."""
+    return "exit codes:\n" + "".join(textwrap.fill(text, width=78, initial_indent=f"  {code:<3d} ",
+                                                   subsequent_indent=" " * 6, break_on_hyphens=False) + "\n"
+                                     for code, text in sorted(codes.items()))
 
 
 class CommandError(Exception):

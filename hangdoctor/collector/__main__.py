@@ -48,7 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dump-timeout", type=float, default=10.0)
     parser.add_argument("--time-limit", type=float, default=None, help="seconds this collector may take in all")
     parser.add_argument("--out", default="-", help="output file (written atomically), or - for stdout")
-    parser.add_argument("--out-dir", help="write DIR/<node>.json (a shared file system) and print a one-line summary")
     parser.add_argument("--chunked", action="store_true",
                         help=f"print the document as short '{CHUNK} NODE I N TEXT' lines (pdsh and srun cut long lines)")
     parser.add_argument("--progress", action="store_true", help="print 'hangdoctor-progress NODE DONE/TOTAL' on stderr")
@@ -68,18 +67,8 @@ def write_chunked(doc: dict) -> None:
     sys.stdout.flush()
 
 
-def summary(doc: dict, path: str) -> dict:
-    return {"format": "hangdoctor-node-summary/1", "node": doc.get("node"), "file": path,
-            "ranks": len(doc.get("processes") or []), "fatal": doc.get("fatal"),
-            "errors": [e[:200] for e in (doc.get("errors") or [])[:3]]}
-
-
 def emit(doc: dict, args: argparse.Namespace) -> None:
-    if args.out_dir:
-        path = os.path.join(args.out_dir, f"{doc.get('node') or 'node'}.json")
-        write(doc, path)
-        print(json.dumps(summary(doc, path)), flush=True)
-    elif args.chunked:
+    if args.chunked:
         write_chunked(doc)
     else:
         write(doc, args.out)

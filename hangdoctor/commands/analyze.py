@@ -16,8 +16,17 @@ from rich.console import Console
 
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.commands.common import add_output_flags, add_topology_flags, show, topology_flags
-from hangdoctor.errors import EXIT_NOT_FOUND, CommandError
+from hangdoctor.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT,
+                               CommandError)
 from hangdoctor.formats.load import InputError, load_paths
+
+EXIT_CODES = {
+    EXIT_OK: "report complete: every expected rank answered in the dumps",
+    EXIT_PARTIAL: "report printed but partial: in the dumps a rank did not answer or is missing",
+    EXIT_USAGE: "bad command line, or --html/--svg cannot be written",
+    EXIT_NOT_FOUND: "nothing to analyse: a path does not exist or is not a dump, or the dumps hold no rank",
+    EXIT_INTERRUPTED: INTERRUPTED_TEXT,
+}
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

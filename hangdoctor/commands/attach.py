@@ -25,13 +25,25 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from hangdoctor.analysis.verdict import diagnose, ptrace_hint
 from hangdoctor.commands.common import add_output_flags, add_topology_flags, show, topology_flags, write_text
-from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+                               INTERRUPTED_TEXT, CommandError)
 from hangdoctor.formats.load import collection_from_docs
 from hangdoctor.model import PTRACE_DENIED
 from hangdoctor.render.html import render_html
 from hangdoctor.render.jsonout import verdict_to_dict
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
+
+EXIT_CODES = {
+    EXIT_OK: "report complete: every expected rank answered",
+    EXIT_PARTIAL: "report printed but partial: a rank did not answer (stopped, D state, py-spy timeout, ptrace "
+                  "denied for some), is missing (a silent node), or --timeout cut collection short",
+    EXIT_USAGE: "bad command line, or --out cannot be written",
+    EXIT_NOT_FOUND: "nothing to attach to: job not found or not running, no rank found, hostfile names no host",
+    EXIT_ENVIRONMENT: "cannot collect: py-spy missing, ptrace denied for every rank, srun/pdsh/scontrol failed or "
+                      "missing, not the job's owner",
+    EXIT_INTERRUPTED: INTERRUPTED_TEXT,
+}
 
 
 def pid_list(text: str) -> list[int]:
@@ -114,11 +126,11 @@ def check_args(args: argparse.Namespace) -> None:
                            EXIT_USAGE)
 
 
-def gather(args: argparse.Namespace, options: CollectOptions, folder: Path, err: Console) -> Gathered:
+def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> Gathered:
     if args.jobid:
         from hangdoctor.sources.slurm_job import collect_slurm_job
         with _spinner(err, f"collecting from SLURM job {args.jobid} (one srun step)"):
-            return collect_slurm_job(options, args.jobid, out_dir=folder / "nodes", python=args.python)
+            return collect_slurm_job(options, args.jobid, python=args.python)
     if args.hostfile:
         from hangdoctor.sources.pdsh import collect_hostfile
         with _spinner(err, f"collecting from the hosts of {args.hostfile} over pdsh"):
@@ -158,11 +170,33 @@ def default_out(args: argparse.Namespace) -> Path:
     return Path(f"hangdoctor-{label}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
+def make_out(out: Path) -> list[Path]:
+    """Create the output folder before collecting (a folder we cannot write must not cost the collection);
+    returns the folders it created, innermost first."""
+    created, path = [], out / "nodes"
+    while not path.exists() and path != path.parent:
+        created.append(path)
+        path = path.parent
+    try:
+        (out / "nodes").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"cannot create {out}/nodes: {exc.strerror or exc}", "pass --out to a writable folder",
+                           EXIT_USAGE) from None
+    return created
+
+
+def remove_empty(folders: list[Path]) -> None:
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def save_docs(out: Path, gathered: Gathered) -> None:
-    """Keep every node's raw output before anything else can fail."""
+    """Keep every node's raw output (on this machine, whatever the nodes see) before anything else can fail."""
     folder = out / "nodes"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         for doc in gathered.docs:
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(doc.get("node") or "node"))
             (folder / f"{name}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
@@ -178,7 +212,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                              native=args.native, nonblocking=args.nonblocking,
                              dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
     folder = args.out or default_out(args)
-    gathered = gather(args, options, folder, err)
+    created = make_out(folder)
+    try:
+        gathered = gather(args, options, err)
+    except (CommandError, KeyboardInterrupt):
+        remove_empty(created)  # nothing was collected: leave no empty folder behind
+        raise
     save_docs(folder, gathered)
     missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == "pyspy-missing"]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):

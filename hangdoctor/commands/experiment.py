@@ -17,9 +17,6 @@ In --out: results.csv (pandas), results.md (the seeds' table), results.json, thr
 runs/<run>/ with train.log, job.sbatch or command.txt, the trainer's config.json and metrics.jsonl,
 hangdoctor/ (a hung run's verdict: verdict.txt, verdict.json, report.html) and result.json.
 Ctrl-C, SIGTERM or SIGHUP stop the current run and still write the tables (--resume continues later).
-Exit status: 0 every run completed (every log measured), 1 some run hung, failed, timed out or did not start
-(the table says which), 2 bad usage, 3 no log could be measured, 4 cannot launch (no sbatch, no Python),
-130 interrupted.
 """
 
 from __future__ import annotations
@@ -38,7 +35,8 @@ from rich.console import Console
 
 from hangdoctor.commands.attach import positive_float
 from hangdoctor.commands.common import positive_int
-from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
+from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+                               CommandError)
 from hangdoctor.experiments.hang import AttachOptions
 from hangdoctor.experiments.launch import LaunchError
 from hangdoctor.experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
@@ -46,6 +44,18 @@ from hangdoctor.experiments.plots import METRICS
 from hangdoctor.experiments.results import RunResult
 from hangdoctor.experiments.watchdog import Limits
 from slurm.nodelist import compress_nodelist, expand_nodelist
+
+EXIT_CODES = {
+    EXIT_OK: "every run completed (with --logs: every log measured; with --dry-run: every script rendered)",
+    EXIT_PARTIAL: "tables written, but some run hung, failed, timed out or never started (the table says which), "
+                  "or with --logs some log had nothing to measure",
+    EXIT_USAGE: "bad command line or matrix, or --out cannot be written (or holds another experiment)",
+    EXIT_NOT_FOUND: "with --logs: no log has an iteration line to measure",
+    EXIT_ENVIRONMENT: "cannot launch at all: sbatch not found, or --python cannot be started (the tables of the "
+                      "runs before are written)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM or SIGHUP): the current run is stopped and the tables of what "
+                      "ran are written; --resume continues",
+}
 
 
 def plot_list(text: str) -> list[str]:

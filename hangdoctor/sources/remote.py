@@ -19,8 +19,7 @@ CHUNK = "hangdoctor-chunk "
 
 
 def collector_argv(options: CollectOptions, *, python: str = sys.executable, match: dict | None = None,
-                   time_limit: float, node: str | None = None, out_dir: Path | None = None,
-                   chunked: bool = False) -> list[str]:
+                   time_limit: float, node: str | None = None, chunked: bool = False) -> list[str]:
     argv = [python, str(COLLECTOR_MAIN), "--py-spy", options.pyspy, "--samples", str(options.samples),
             "--interval", f"{options.interval:g}", "--dump-timeout", f"{options.dump_timeout:g}",
             "--time-limit", f"{time_limit:g}"]
@@ -32,8 +31,6 @@ def collector_argv(options: CollectOptions, *, python: str = sys.executable, mat
         argv.append("--nonblocking")
     if node:
         argv += ["--node", node]
-    if out_dir is not None:
-        argv += ["--out-dir", str(out_dir)]
     if chunked:
         argv.append("--chunked")
     return argv

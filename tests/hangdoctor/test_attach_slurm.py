@@ -113,6 +113,48 @@ def test_trainer_skip_loss_broadcast_under_slurm(slurm_cluster, hung_jobs, tmp_p
                                        f"[ranks 2-3] never entered")
 
 
+def unshare_works() -> bool:
+    try:
+        return run_bounded(["unshare", "--mount", "true"], timeout=10).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+def test_out_needs_no_file_system_shared_with_the_nodes(slurm_cluster, hung_jobs, tmp_path):
+    """attach runs in a mount namespace of its own, with --out on a tmpfs mounted only there.
+
+    The job's nodes (slurmd, slurmstepd, stepwrap, the collector) stay in the machine's mount namespace, where
+    the mount point is an empty folder and `--out` does not exist: a collector that wrote its report into --out
+    would fail there. Proves that the node reports come back through srun's output and are written only by
+    attach; not that the collector's own code needs no shared path (it is still started by its path).
+    """
+    if not unshare_works():
+        pytest.skip("unshare --mount is not permitted here (needs CAP_SYS_ADMIN)")
+    private = Path(f"/tmp/hangdoctor-private-{os.getpid()}")
+    private.mkdir()
+    kept = tmp_path / "kept"
+    script = ('mount -t tmpfs hangdoctor-private "$1" || exit 97; readlink /proc/self/ns/mnt >&2; '
+              '"$2" -m hangdoctor attach --jobid "$3" --json --out "$1/out"; rc=$?; cp -a "$1/out" "$4"; exit $rc')
+    try:
+        result = run_bounded(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                              str(private), PYTHON, hung_jobs["gloo"], str(kept)], timeout=120,
+                             env=job_env(slurm_cluster), cwd=REPO)
+        assert result.returncode == 1, result.output[-3000:]  # partial only because rank 2 is SIGSTOPped
+        assert os.listdir(private) == []  # the nodes' view of the mount point: nothing was written there
+    finally:
+        private.rmdir()
+    data = json.loads(result.stdout)
+    assert data["responded"]["count"] == 7 and data["missing"]["count"] == 0 and data["expected"] == 8
+    attach_namespace = result.stderr.splitlines()[0]
+    rank_pid = next(r["pid"] for r in data["ranks"] if r["rank"] == 0)
+    assert os.readlink(f"/proc/{rank_pid}/ns/mnt") != attach_namespace  # the job lives in another namespace
+    nodes = sorted(p.name for p in (kept / "nodes").iterdir())
+    assert nodes == ["n1.json", "n2.json", "n3.json", "n4.json"]
+    doc = json.loads((kept / "nodes" / "n3.json").read_text())
+    assert sorted(p["rank"] for p in doc["processes"]) == [4, 5]
+    assert (kept / "report.json").exists()
+
+
 def test_hostfile_over_pdsh_gives_the_same_places(slurm_cluster, hung_jobs, tmp_path):
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("".join(f"{n} slots=2\n" for n in slurm_cluster.node_names))
@@ -127,6 +169,7 @@ def test_hostfile_over_pdsh_gives_the_same_places(slurm_cluster, hung_jobs, tmp_
 def test_jobs_that_cannot_be_attached_give_one_line_errors(slurm_cluster, tmp_path):
     result = attach(slurm_cluster, "--jobid", "987654321", "--out", str(tmp_path / "a"))
     assert result.returncode == 3 and result.stderr.startswith("Error: job 987654321 not found\nHint: ")
+    assert not (tmp_path / "a").exists()  # nothing collected: no empty output folder left behind
     env = job_env(slurm_cluster)
     later = submit("#!/bin/bash\n#SBATCH --begin=now+3600\n#SBATCH --output=/dev/null\ntrue\n", env=env, cwd="/tmp")
     try:

@@ -84,9 +84,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_codes(tmp_path):
 
 
 def test_usage_errors_exit_2_with_one_line(capsys):
-    with pytest.raises(SystemExit) as info:
-        main(["attach"])
-    assert info.value.code == EXIT_USAGE
+    assert main(["attach"]) == EXIT_USAGE  # argparse's own error: main still returns the code
     assert "Error: one of the arguments --jobid --local --pid --hostfile is required" in capsys.readouterr().err
     code, _, err = run("attach", "--local", "--samples", "5", "--interval", "20", "--timeout", "10")
     assert code == EXIT_USAGE and "raise --timeout" in err
@@ -94,11 +92,61 @@ def test_usage_errors_exit_2_with_one_line(capsys):
     assert code == EXIT_USAGE and "--run-id goes with --local" in err
 
 
-def test_help_documents_exit_codes(capsys):
-    with pytest.raises(SystemExit):
-        main(["attach", "--help"])
+def help_exit_codes(capsys, *argv: str) -> dict[int, str]:
+    """The exit codes a --help text lists, {code: meaning}."""
+    assert main([*argv, "--help"]) == 0
     text = capsys.readouterr().out
-    assert "exit codes:" in text and "4  cannot collect: py-spy missing" in text and "--samples" in text
+    codes, current = {}, None
+    for line in text.split("exit codes:\n", 1)[1].splitlines():
+        match = re.match(r"^  (\d+) +(.*)$", line)
+        if match:
+            current = int(match.group(1))
+            codes[current] = match.group(2)
+        elif current is not None and line.startswith("      "):
+            codes[current] += " " + line.strip()
+    return codes
+
+
+def test_each_verb_documents_its_own_exit_codes(capsys):
+    attach = help_exit_codes(capsys, "attach")
+    assert sorted(attach) == [0, 1, 2, 3, 4, 130]
+    assert attach[4].startswith("cannot collect: py-spy missing") and "srun" in attach[4]
+    analyze = help_exit_codes(capsys, "analyze")
+    assert sorted(analyze) == [0, 1, 2, 3, 130] and "dumps" in analyze[1]
+    plan = help_exit_codes(capsys, "plan")
+    assert sorted(plan) == [0, 1, 2, 130] and "topology" in plan[0] and "no topology is valid" in plan[1]
+    experiment = help_exit_codes(capsys, "experiment")
+    assert sorted(experiment) == [0, 1, 2, 3, 4, 130] and "hung" in experiment[1] and "sbatch" in experiment[4]
+    for verb, codes in {"analyze": analyze, "plan": plan, "experiment": experiment}.items():
+        text = " ".join(codes.values())
+        assert "py-spy" not in text and "ptrace" not in text, f"{verb}'s exit codes describe attach: {codes}"
+    for verb in ("plan", "experiment"):
+        assert "rank" not in " ".join(help_exit_codes(capsys, verb).values())
+    assert main(["--help"]) == 0
+    assert "each verb lists its own in `hangdoctor VERB --help`" in capsys.readouterr().out
+
+
+def test_every_code_a_verb_returns_is_in_its_help(capsys, tmp_path):
+    """Real outcomes of each verb (no subprocess): the code returned is one its --help explains."""
+    log = tmp_path / "empty.log"
+    log.write_text("")
+    node = str(DATA / "trainer_pp2dp2_skip_loss_broadcast.node.json")
+    plan = ["plan", "--gpus", "8", "--gpus-per-node", "8", "--layers", "4", "--hidden", "64", "--heads", "4",
+            "--vocab", "1024", "--seq-length", "128", "--global-batch-size", "16"]
+    cases = {
+        "analyze": [([node], 0), ([str(DATA / "gloo8_mixed.node.json")], 1), ([node, "--order", "x"], 2),
+                    ([str(tmp_path / "none")], 3)],
+        "attach": [(["--pid", "4000000", "--out", str(tmp_path / "o")], 3), (["--local", "--samples", "0"], 2),
+                   (["--pid", "1", "--py-spy", str(tmp_path / "no-py-spy")], 4)],
+        "plan": [(plan[1:], 0), ([*plan[1:], "--gpu-memory", "0.000001"], 1), (["--gpus", "0"], 2)],
+        "experiment": [(["--logs", str(log)], 3), (["--toggle", "X"], 2)],
+    }
+    for verb, runs in cases.items():
+        documented = help_exit_codes(capsys, verb)
+        for argv, expected in runs:
+            code, _, err = run(verb, *argv)
+            capsys.readouterr()
+            assert code == expected and code in documented, (verb, argv, code, err)
 
 
 def test_missing_py_spy_and_missing_processes(tmp_path):
