@@ -68,5 +68,16 @@ class ModelShape:
         return layers_to_hidden_ratio(layers=self.layers, hidden=self.hidden)
 
     def describe(self) -> str:
-        """The seeds' print: "Model size: 146B, ratio=153"."""
-        return f"Model size: {self.params / 10**9:.0f}B, ratio={self.ratio}"
+        """The seeds' print: "Model size: 146B, ratio=153" (and "Model size: 210K, ratio=16" for a small one)."""
+        return f"Model size: {format_params(self.params)}, ratio={self.ratio}"
+
+
+def format_params(params: int | None) -> str:
+    """A parameter count as the seeds write it: 146B, 7.5B, 350M, 210K (three significant digits at most)."""
+    if not params:
+        return "-"
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if params >= scale:
+            value = params / scale
+            return f"{value:.0f}{unit}" if value >= 10 else f"{value:.1f}{unit}"
+    return str(params)

@@ -1,8 +1,10 @@
 """List the valid (TP, PP, DP, MBS) for a model on N GPUs, with estimated memory per GPU: the seeds' topology
 search, done before booking the nodes.
 
-Candidates keep TP within a node (TP divides the GPUs of a node), take every PP that divides GPUs / TP, and
-every micro-batch size asked for; `validity.check_topology` rejects the rest (counted per rule). Rows are
+Candidates keep TP within a node (TP divides the GPUs of a node and the GPUs), take every PP that divides
+GPUs / TP, and every micro-batch size asked for; `validity.check_topology` rejects the rest, counted under every
+rule a candidate breaks. Rules that do not depend on the topology (GPUs that are not whole nodes, a hidden size
+not divisible by the heads) reject every candidate: the plan names them as blockers. Rows are
 ordered: those that fit in GPU memory first (when a budget is given), then by the smallest TP x PP (the
 seeds: "DP is the fastest, then PP, then TP"), then by the smallest pipeline bubble (PP - 1) / micro-batches
 (Narayanan et al. 2021), then by the larger micro-batch.
@@ -16,6 +18,9 @@ from dataclasses import dataclass
 from throughput.memory import GB, BytesPerParam, MemoryEstimate, memory_per_gpu
 from throughput.model_size import ModelShape
 from throughput.validity import A100_SMS, MODEL_RULES, Finding, check_topology, model_hints
+
+# Errors that depend on the request only, not on TP, PP or MBS: when one holds, no candidate can be valid.
+REQUEST_RULES = ("whole-nodes", "hidden-divisible")
 
 
 @dataclass(frozen=True)
@@ -68,12 +73,15 @@ class PlanRow:
 class Plan:
     request: PlanRequest
     rows: tuple[PlanRow, ...]
-    rejected: dict[str, int]  # rule -> candidates it ruled out (each counted under its first error)
+    candidates: int  # topologies examined: len(rows) valid, the others rejected
+    rejected: dict[str, int]  # rule -> candidates that break it (a candidate may break several rules)
+    tps: tuple[int, ...] = ()  # the TP degrees searched: divisors of a node's GPUs that also divide the GPUs
+    blockers: tuple[Finding, ...] = ()  # errors that reject every candidate (REQUEST_RULES), e.g. not whole nodes
     model_hints: tuple[Finding, ...] = ()  # tile/wave quantization of the hidden size, the same for every row
 
     @property
-    def candidates(self) -> int:
-        return len(self.rows) + sum(self.rejected.values())
+    def rejected_count(self) -> int:
+        return self.candidates - len(self.rows)
 
 
 def _divisors(n: int) -> list[int]:
@@ -82,19 +90,20 @@ def _divisors(n: int) -> list[int]:
 
 def plan_topologies(request: PlanRequest) -> Plan:
     r = request
-    rows, rejected = [], Counter()
-    for tp in _divisors(r.gpus_per_node):
-        if r.gpus % tp:
-            continue
+    rows, rejected, blockers, candidates = [], Counter(), {}, 0
+    tps = tuple(tp for tp in _divisors(r.gpus_per_node) if r.gpus % tp == 0)
+    for tp in tps:
         for pp in _divisors(r.gpus // tp):
             for mbs in sorted(set(r.micro_batch_sizes)):
+                candidates += 1
                 findings = check_topology(
                     r.shape, gpus=r.gpus, tp=tp, pp=pp, micro_batch_size=mbs, global_batch_size=r.global_batch_size,
                     gpus_per_node=r.gpus_per_node, embedding_as_layer=r.embedding_as_layer, sms=r.sms,
                 )
                 errors = [f for f in findings if f.is_error]
                 if errors:
-                    rejected[errors[0].rule] += 1
+                    rejected.update({f.rule for f in errors})
+                    blockers.update({f.rule: f for f in errors if f.rule in REQUEST_RULES})
                     continue
                 dp = r.gpus // (tp * pp)
                 micro_batches = r.global_batch_size // (mbs * dp)
@@ -107,4 +116,5 @@ def plan_topologies(request: PlanRequest) -> Plan:
                 hints = tuple(f for f in findings if f.rule not in MODEL_RULES)
                 rows.append(PlanRow(tp, pp, dp, mbs, micro_batches, memory, hints, fits))
     rows.sort(key=lambda row: (row.fits is False, row.model_parallel, row.bubble, -row.mbs, row.tp))
-    return Plan(r, tuple(rows), dict(rejected), tuple(model_hints(r.shape, sms=r.sms)))
+    return Plan(r, tuple(rows), candidates, dict(rejected), tps, tuple(blockers.values()),
+                tuple(model_hints(r.shape, sms=r.sms)))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from throughput.memory import GB
+from throughput.model_size import format_params
 from throughput.planner import Plan, PlanRow
 
 RULE_NAMES = {
@@ -16,12 +18,19 @@ RULE_NAMES = {
     "heads-divisible": "heads not divisible by TP",
     "hidden-divisible": "hidden not divisible by heads",
     "tp-in-node": "TP across nodes",
-    "whole-nodes": "GPUs not whole nodes",
+    "whole-nodes": "GPUs not a whole number of nodes",
 }
 
 
 def _gb(value: float) -> str:
-    return f"{value / GB:.1f}"
+    """GB with one decimal; below 0.1 GB two significant digits (a small model is not "0.0")."""
+    gb = value / GB
+    return f"{gb:.1f}" if gb >= 0.1 or gb == 0 else f"{gb:.2g}"
+
+
+def _params(count: int) -> str:
+    """Parameters per GPU as the seeds print them, 7,849M; a small model in its own unit (274K)."""
+    return f"{count / 1e6:,.0f}M" if count >= 1e6 else format_params(count)
 
 
 def row_to_dict(row: PlanRow) -> dict:
@@ -48,41 +57,73 @@ def plan_to_dict(plan: Plan) -> dict:
         "zero_stage": r.zero_stage, "embedding_as_layer": r.embedding_as_layer, "gpu_memory_gb": r.gpu_memory_gb,
         "bytes_per_param": r.bytes_per_param.total,
         "model_hints": [{"rule": f.rule, "message": f.message} for f in plan.model_hints],
+        "searched": {"tp": list(plan.tps), "mbs": sorted(set(r.micro_batch_sizes))},
+        "candidates": plan.candidates,
+        "blockers": [{"rule": f.rule, "message": f.message} for f in plan.blockers],
         "rows": [row_to_dict(row) for row in plan.rows],
+        "rejected_candidates": plan.rejected_count,
         "rejected": dict(sorted(plan.rejected.items())),
     }
 
 
+def blocker_text(plan: Plan, rule: str, message: str) -> str:
+    r = plan.request
+    if rule == "whole-nodes":
+        below, above = r.gpus // r.gpus_per_node * r.gpus_per_node, -(-r.gpus // r.gpus_per_node) * r.gpus_per_node
+        advice = " or ".join(str(n) for n in (below, above) if n) + " GPUs"
+        return f"every topology is rejected: {message} (ask for {advice}, or give --gpus-per-node as allocated)"
+    return f"every topology is rejected: {message}"
+
+
+def print_natural(table: Table, console: Console) -> None:
+    """Never cut a figure: a table wider than the console is printed at its natural width (the terminal wraps)."""
+    natural = Measurement.get(console, console.options.update(width=100_000), table).maximum
+    wide = console if natural <= console.width else Console(
+        file=console.file, width=natural, color_system=console.color_system, force_terminal=console.is_terminal,
+        highlight=False)
+    wide.print(table)
+
+
 def render_plan(plan: Plan, console: Console, *, limit: int | None = None) -> None:
     r = plan.request
-    title = (f"{len(plan.rows)} valid topologies of {plan.candidates} for {r.gpus} GPUs ({r.gpus_per_node} per node), "
-             f"GBS {r.global_batch_size}, ZeRO-{r.zero_stage}: {r.shape.describe()}")
+    console.print(f"{len(plan.rows)} valid topologies of {plan.candidates} for {r.gpus} GPUs ({r.gpus_per_node} per "
+                  f"node), GBS {r.global_batch_size}, ZeRO-{r.zero_stage}: {r.shape.describe()}",
+                  markup=False, highlight=False, soft_wrap=True)
     for finding in plan.model_hints:
-        console.print(f"hint: {finding.message}", markup=False, highlight=False)
-    table = Table(title=title, title_justify="left")
+        console.print(f"hint: {finding.message}", markup=False, highlight=False, soft_wrap=True)
+    for finding in plan.blockers:
+        console.print(blocker_text(plan, finding.rule, finding.message), markup=False, highlight=False, soft_wrap=True)
+    table = Table()
     for name in ("TP", "PP", "DP", "MBS", "µbatches", "bubble", "params/GPU", "states GB", "act GB", "total GB"):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     if r.gpu_memory_gb is not None:
-        table.add_column(f"fits {r.gpu_memory_gb:g}GB")
-    table.add_column("hints")
+        table.add_column(f"fits {r.gpu_memory_gb:g}GB", no_wrap=True)
+    table.add_column("hints", no_wrap=True)
     shown = plan.rows if limit is None else plan.rows[:limit]
     for row in shown:
         peak = row.memory.peak
         cells = [str(row.tp), str(row.pp), str(row.dp), str(row.mbs), str(row.micro_batches), f"{row.bubble:.0%}",
-                 f"{peak.params_per_gpu / 1e6:,.0f}M", _gb(peak.state_bytes),
+                 _params(peak.params_per_gpu), _gb(peak.state_bytes),
                  _gb(peak.activation_bytes) if peak.activation_bytes else "-", _gb(peak.total_bytes)]
         if r.gpu_memory_gb is not None:
             cells.append("yes" if row.fits else "[red]no[/red]")
         cells.append(", ".join(f.rule for f in row.hints))
         table.add_row(*cells)
-    console.print(table)
+    if plan.rows:
+        print_natural(table, console)
     if limit is not None and len(plan.rows) > limit:
         console.print(f"... {len(plan.rows) - limit} more (--top to show more)")
+    tps = ",".join(map(str, plan.tps))
+    console.print(f"searched: TP {tps} (within a node of {r.gpus_per_node}, dividing {r.gpus} GPUs) x every PP "
+                  f"dividing GPUs/TP x MBS {','.join(map(str, sorted(set(r.micro_batch_sizes))))}",
+                  markup=False, highlight=False, soft_wrap=True)
     if plan.rejected:
         reasons = ", ".join(f"{RULE_NAMES.get(rule, rule)} ({n})" for rule, n in sorted(plan.rejected.items(),
                                                                                         key=lambda kv: -kv[1]))
-        console.print(f"rejected: {reasons}")
+        several = " (a candidate may break several rules)" if sum(plan.rejected.values()) > plan.rejected_count else ""
+        console.print(f"rejected {plan.rejected_count} of {plan.candidates}: {reasons}{several}",
+                      markup=False, highlight=False, soft_wrap=True)
     console.print("memory is for the busiest stage: model states at "
                   f"{r.bytes_per_param.total} bytes/param with ZeRO-{r.zero_stage} over DP"
                   + (", plus a rough activation estimate" if r.estimate_activations else "")
-                  + "; CUDA context and fragmentation not included")
+                  + "; CUDA context and fragmentation not included", markup=False, highlight=False, soft_wrap=True)

@@ -6,7 +6,6 @@
 TP stays within a node; PP divides the layers (layers + 2 with --embedding-as-layers); GBS divides by MBS x DP;
 heads divide by TP. Memory is the busiest stage's model states at 18 bytes/param (ZeRO shards 12 of them over
 DP) plus a rough activation estimate; pass the padded vocabulary (Megatron pads to a multiple of 128 x TP).
-Exit status 0 when some topology is valid (and fits, with --gpu-memory), 1 when none is, 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -17,10 +16,17 @@ import json
 from rich.console import Console
 
 from hangdoctor.commands.common import positive_int
-from hangdoctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
+from hangdoctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT, CommandError
 from throughput.model_size import ModelShape
 from throughput.planner import PlanRequest, plan_topologies
 from throughput.render import plan_to_dict, render_plan
+
+EXIT_CODES = {
+    EXIT_OK: "some topology is valid (and fits in --gpu-memory, when given)",
+    EXIT_PARTIAL: "the table is printed, but no topology is valid, or none fits in --gpu-memory",
+    EXIT_USAGE: "bad command line, or an impossible model shape",
+    EXIT_INTERRUPTED: INTERRUPTED_TEXT,
+}
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -79,6 +85,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     usable = [row for row in plan.rows if row.fits is not False]
     if not usable:
         why = "none fits in memory" if plan.rows else "no topology is valid"
-        err.print(f"Warning: {why} for {args.gpus} GPUs", markup=False, highlight=False)
+        because = "; ".join(f.message for f in plan.blockers)
+        err.print(f"Warning: {why} for {args.gpus} GPUs" + (f": {because}" if because else ""), markup=False,
+                  highlight=False, soft_wrap=True)
         return EXIT_PARTIAL
     return EXIT_OK

@@ -17,22 +17,12 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from hangdoctor.experiments.results import RunResult
+from throughput.model_size import format_params
 
 FIGURE_COLUMNS = ("Sec/it", "TFLOPs", "Samples/s", "Tokens/s")
 SHORT_NOTE = 30  # longer notes go below the terminal table
 INTEGER_FIELDS = ("index", "repeat", "exit_code", "gpus", "tp", "pp", "dp", "mbs", "gbs", "seq_length", "params",
                   "last_iteration", "train_iters", "warmup")
-
-
-def format_params(params: int | None) -> str:
-    """Model size as the seeds write it: 200B, 7.5B, 350M, 28K."""
-    if not params:
-        return "-"
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if params >= scale:
-            value = params / scale
-            return f"{value:.0f}{unit}" if value >= 10 else f"{value:.1f}{unit}"
-    return str(params)
 
 
 def format_number(value: float | None) -> str:

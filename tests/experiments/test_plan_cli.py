@@ -27,12 +27,21 @@ def plan(*argv: str) -> tuple[int, str, str]:
 
 
 def test_valid_topologies_exit_0_through_the_console_entry_point():
+    """stdout is a pipe of 80 columns, as in `hangdoctor plan ... | less`: the table keeps every figure whole."""
     result = run_bounded([PYTHON, "-m", "hangdoctor", "plan", *MODEL, "--gpu-memory", "80", "--top", "5"],
-                         timeout=60, env=child_env(COLUMNS="160"), cwd=REPO)
+                         timeout=60, env=child_env(COLUMNS="80"), cwd=REPO)
     assert result.returncode == 0, result.output
     assert "64 valid topologies of 208 for 384 GPUs (8 per node), GBS 2048, ZeRO-1: Model size: 181B" in result.stdout
     assert "... 59 more (--top to show more)" in result.stdout
+    assert "…" not in result.stdout and "│  8 │  3 │ 16 │   1 │      128 │     2% │     7,849M │" in result.stdout
     assert result.stderr == ""
+
+
+def test_gpus_that_are_not_whole_nodes_are_named_as_the_reason():
+    twelve = [v if v != "384" else "12" for v in MODEL]
+    code, out, err = plan(*twelve, "--global-batch-size", "48")
+    assert code == 1 and "every topology is rejected: 12 GPUs are not whole nodes of 8" in out
+    assert err.strip() == "Warning: no topology is valid for 12 GPUs: 12 GPUs are not whole nodes of 8"
 
 
 def test_json_rows_obey_the_rules_and_match_the_table():
@@ -40,7 +49,8 @@ def test_json_rows_obey_the_rules_and_match_the_table():
     assert code == 0
     data = json.loads(out)
     rows = data["rows"]
-    assert len(rows) == 64 and data["rejected"] == {"gbs-divisible": 104, "layers-divisible": 40}
+    assert len(rows) == 64 and data["rejected_candidates"] == 144 and data["candidates"] == 208
+    assert data["rejected"] == {"gbs-divisible": 104, "layers-divisible": 80, "block-per-stage": 28}
     for row in rows:
         assert row["tp"] * row["pp"] * row["dp"] == 384 and 8 % row["tp"] == 0  # TP within a node
         assert 2048 % (row["mbs"] * row["dp"]) == 0 and 72 % row["pp"] == 0 and 64 % row["tp"] == 0

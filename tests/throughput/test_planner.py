@@ -113,8 +113,55 @@ def test_planner_lists_the_seeds_contenders_and_keeps_tp_within_a_node():
     assert all(r.tp <= 8 and 8 % r.tp == 0 for r in p.rows)
     assert all(2048 % (r.mbs * r.dp) == 0 and 72 % r.pp == 0 for r in p.rows)
     assert found[(8, 12, 4, 4)].micro_batches == 128 and found[(8, 12, 4, 4)].bubble == pytest.approx(11 / 128)
-    assert p.candidates == len(p.rows) + sum(p.rejected.values())
-    assert set(p.rejected) == {"gbs-divisible", "layers-divisible"}
+    assert p.candidates == 208 and p.rejected_count == 208 - len(p.rows) == 144
+    # every rule a candidate breaks is counted: PP=16 of 72 layers breaks only one, PP=96 breaks three
+    assert p.rejected == {"gbs-divisible": 104, "layers-divisible": 80, "block-per-stage": 28}
+    assert p.tps == (1, 2, 4, 8) and p.blockers == ()
+
+
+def test_gpus_that_are_not_whole_nodes_block_every_topology_and_say_so():
+    """12 GPUs on nodes of 8: every candidate breaks the whole-nodes rule, whatever else it breaks."""
+    p = plan(gpus=12, global_batch_size=48, gpu_memory_gb=None)
+    assert p.rows == () and p.tps == (1, 2, 4)  # TP 8 does not divide 12 GPUs: not a candidate
+    assert p.rejected["whole-nodes"] == p.candidates == p.rejected_count == (6 + 4 + 2) * 4  # PP divides 12, 6, 3
+    assert [f.rule for f in p.blockers] == ["whole-nodes"]
+    text = rendered(p)
+    assert "every topology is rejected: 12 GPUs are not whole nodes of 8 (ask for 8 or 16 GPUs" in text
+    assert f"rejected {p.candidates} of {p.candidates}: GPUs not a whole number of nodes ({p.candidates})" in text
+    assert "searched: TP 1,2,4 (within a node of 8, dividing 12 GPUs)" in text
+    data = plan_to_dict(p)
+    assert data["blockers"] == [{"rule": "whole-nodes", "message": "12 GPUs are not whole nodes of 8"}]
+    assert data["rejected_candidates"] == data["candidates"] == p.candidates and data["searched"]["tp"] == [1, 2, 4]
+    assert plan(gpus=16, global_batch_size=48, gpu_memory_gb=None).blockers == ()
+
+
+def rendered(p, width=100, **kw) -> str:
+    console = Console(file=io.StringIO(), width=width)
+    render_plan(p, console, **kw)
+    return console.file.getvalue()
+
+
+def test_the_table_is_never_cut_on_a_narrow_console():
+    """At 80 columns (a pipe, not a terminal) the table keeps its natural width: no figure ends in an ellipsis."""
+    p = plan()
+    text = rendered(p, width=80, limit=5)
+    table = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
+    assert "…" not in text and len({len(line) for line in table}) == 1 and len(table[0]) > 80
+    assert "params/GPU" in text and "7,849M" in text and "fits 80GB" in text
+    assert text.splitlines()[0].startswith("64 valid topologies of 208 for 384 GPUs (8 per node), GBS 2048, ZeRO-1: "
+                                           "Model size: 181B, ratio=199")
+    wide = rendered(p, width=200, limit=5)
+    assert [l for l in wide.splitlines() if l[:1] in "┏┃┡│└"] == table  # the same table when there is room
+
+
+def test_a_small_models_figures_are_not_rounded_to_zero():
+    small = ModelShape(layers=4, hidden=64, heads=4, vocab=1024, seq_length=128)
+    p = plan(shape=small, gpus=16, global_batch_size=64, gpu_memory_gb=None)
+    text = rendered(p)
+    assert "Model size: 274K, ratio=16" in text
+    first = next(line for line in text.splitlines() if line.startswith("│"))
+    cells = [c.strip() for c in first.split("│")[1:-1]]
+    assert cells[6] == "265K" and all(c not in ("0M", "0.0") for c in cells[7:10]), cells
 
 
 def test_planner_marks_the_seeds_oom_runs_as_not_fitting_and_the_comfortable_ones_as_fitting():
@@ -143,7 +190,7 @@ def test_renderer_and_json_show_the_same_rows():
     data = json.loads(json.dumps(plan_to_dict(p)))
     assert "Model size: 181B, ratio=199" in text and f"{len(p.rows)} valid topologies" in text
     assert "hint: hidden 14336 % 108 SMs = 80" in text
-    assert f"... {len(p.rows) - 5} more" in text and "rejected: GBS not divisible by MBS x DP" in text
+    assert f"... {len(p.rows) - 5} more" in text and "of 104: GBS not divisible by MBS x DP (" in text
     first = data["rows"][0]
     assert (first["tp"], first["pp"], first["dp"], first["mbs"]) == (p.rows[0].tp, p.rows[0].pp, p.rows[0].dp,
                                                                     p.rows[0].mbs)

@@ -4,7 +4,7 @@ import pytest
 
 from throughput.flops import estimated_tflops, megatron_tflops, training_days, training_gpu_hours
 from throughput.memory import BytesPerParam, memory_per_gpu, stage_contents
-from throughput.model_size import ModelShape, block_params, embedding_params, padded_vocab_size
+from throughput.model_size import ModelShape, block_params, embedding_params, format_params, padded_vocab_size
 
 VOCAB_50K, VOCAB_150K, VOCAB_250K = 50257, 150257, padded_vocab_size(250680, tp=4)
 
@@ -33,6 +33,20 @@ def test_530b_is_530b_although_the_seed_pasted_the_310b_output():
     # seeds/002 "530B msft" shows "Model size: 310B, ratio=170" under its command: a copy of the 310B output.
     # The command itself gives the table's 530B and ratio 195.
     assert shape(105, 20480, VOCAB_50K).describe() == "Model size: 530B, ratio=195"
+
+
+@pytest.mark.parametrize("params, printed", [
+    (530_000_000_000, "530B"), (7_500_000_000, "7.5B"), (1_300_000_000, "1.3B"), (350_000_000, "350M"),
+    (2_500_000, "2.5M"), (210_000, "210K"), (999, "999"), (1_500_000_000_000, "1.5T"),
+])
+def test_model_size_units_below_a_billion(params, printed):
+    """The seeds print sizes in B; a small model must not read "0B"."""
+    assert format_params(params) == printed
+
+
+def test_a_small_model_is_described_in_its_own_unit():
+    assert shape(4, 64, 1024, heads=4, seq=128).describe() == "Model size: 274K, ratio=16"
+    assert shape(24, 1024, VOCAB_50K, heads=16, seq=1024).describe() == "Model size: 355M, ratio=42"
 
 
 @pytest.mark.parametrize("hidden, emb_m, emb_mb, per_gpu_m, per_gpu_mb, blk_m, blk_mb, blk_gpu_m, blk_gpu_mb", [
