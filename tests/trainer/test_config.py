@@ -81,3 +81,15 @@ def test_deepspeed_topology_has_our_rank_layout(order):
     for rank in range(dims.world_size):
         c, ds = dims.coords(rank), topo.get_coord(rank)
         assert (ds.model, ds.data, ds.pipe) == (c.tp, c.dp, c.pp)
+
+
+@pytest.mark.parametrize("fault, skipping", [
+    ("skip-loss-broadcast", [4, 5, 6, 7]),            # every last-stage rank
+    ("skip-loss-broadcast:dp=1", [6, 7]),             # replica dp=1 only (all tp)
+    ("skip-loss-broadcast:ranks=5,7", [5, 7]),        # chosen last-stage ranks
+])
+def test_skip_loss_broadcast_selects_ranks_of_the_last_stage(fault, skipping):
+    dims = ParallelDims(tp=2, pp=2, dp=2)  # ranks 4-7 are pp=1; dp=1 there is ranks 6-7
+    chosen = [r for r in range(8)
+              if FaultInjector([fault], dims=dims, coords=dims.coords(r), embed_layernorm=False)._skips_broadcast(parse_fault(fault))]
+    assert chosen == skipping
