@@ -21,6 +21,7 @@ our own loop: no fake hang made with a sleep. docs/faults.md says what a user se
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass, field
@@ -63,14 +64,18 @@ class Fault:
 
 
 def parse_fault(text: str) -> Fault:
-    """"straggler:rank=3,seconds=2" -> Fault. Raises ValueError naming the known faults or options."""
+    """"straggler:rank=3,seconds=2" -> Fault. Raises ValueError naming the known faults or options.
+
+    A comma followed by `key=` starts the next option, so rank lists keep theirs: "ranks=4-5,7,iteration=3".
+    """
     name, _, rest = text.partition(":")
     name = name.strip()
     if name not in FAULT_SPECS:
         raise ValueError(f"unknown fault {name!r}; known faults: {', '.join(FAULT_SPECS)}")
     spec = FAULT_SPECS[name]
     options = dict(spec.defaults)
-    for item in filter(None, (p.strip() for p in rest.split(","))):
+    # Commas separate options, and also rank lists: "ranks=5,7,iteration=3" has two options.
+    for item in filter(None, (p.strip() for p in re.split(r",(?=\s*[a-z_]+=)", rest))):
         key, sep, value = item.partition("=")
         if not sep or key not in spec.defaults:
             known = ", ".join(spec.defaults) or "none"
