@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -113,11 +113,12 @@ def _events_written(tracer) -> int:
 
 
 # -- the parent: interleaved repeats ------------------------------------------------------------------------
-def run_child(mode: str, workload: str, python: str) -> dict:
+def run_child(mode: str, workload: str, python: str, scale: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-tracing-") as workdir:
         result_path = os.path.join(workdir, "result.json")
         env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-        subprocess.run([python, os.path.abspath(__file__), "--child", mode, workload, workdir, result_path],
+        subprocess.run([python, os.path.abspath(__file__), "--scale", str(scale), "--child", mode, workload, workdir,
+                        result_path],
                        check=True, env=env, stdout=subprocess.DEVNULL, timeout=1800)
         with open(result_path) as f:
             return json.load(f)
@@ -168,12 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {', '.join(MODES)}")
     parser.add_argument("--backends", action="store_true", help="also time the ring with every backend available")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every workload's steps (longer runs, less noise)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    scaled = {name: replace(w, steps=max(1, round(w.steps * args.scale))) for name, w in WORKLOADS.items()}
     if args.child:
         mode, workload, workdir, result_path = args.child
-        result = measure(mode, WORKLOADS[workload], workdir)
+        result = measure(mode, scaled[workload], workdir)
         with open(result_path, "w") as f:
             json.dump(result, f)
         return 0
@@ -188,12 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(WORKLOADS)}")
     print(f"$ {os.path.basename(sys.executable)} {' '.join(sys.argv)}")
     for w in workloads:
-        print(f"  {w}: {WORKLOADS[w].about}, {WORKLOADS[w].steps} steps")
+        print(f"  {w}: {WORKLOADS[w].about}, {scaled[w].steps} steps")
     samples: dict[tuple[str, str], list[dict]] = {(m, w): [] for m in modes for w in workloads}
     for rep in range(args.repeats):
         for w in workloads:
             for mode in modes:
-                samples[(mode, w)].append(run_child(mode, w, sys.executable))
+                samples[(mode, w)].append(run_child(mode, w, sys.executable, args.scale))
         print(f"  repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
     rows = summarize(samples, modes, workloads)
     print_table(rows, args.repeats)
