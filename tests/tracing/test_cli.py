@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,19 @@ def test_env_prints_exports_a_shell_can_eval(tmp_path, capsys):
     assert os.path.isfile(os.path.join(shlex.split(lines[0].split("=", 1)[1].split('"')[0])[0], "sitecustomize.py"))
     assert main(["env", "--out", str(tmp_path)]) == 2
     assert "nothing to trace" in capsys.readouterr().err
+
+
+def test_without_rich_the_human_view_says_so_and_json_still_works(tmp_path):
+    from tests.tracing.helpers import pyenv_python
+    python = pyenv_python("3.12.1")
+    if run_bounded([python, "-c", "import rich"], timeout=60, env=child_env()).returncode == 0:
+        pytest.skip("this Python has rich")
+    done = run_bounded([python, "-m", "tracing", "run", "--include", "__main__", "--out", str(tmp_path), "--",
+                        str(Path(sample_work.__file__))], timeout=60, env=child_env())
+    assert done.returncode == 0, done.output
+    human = run_bounded([python, "-m", "tracing", "last", str(tmp_path)], timeout=60, env=child_env())
+    assert human.returncode == 1
+    assert human.stderr.splitlines() == ["Error: the human-readable view needs the 'rich' package",
+                                         "Hint: pip install rich, or use --json"]
+    as_json = run_bounded([python, "-m", "tracing", "last", str(tmp_path), "--json"], timeout=60, env=child_env())
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["ranks"][0]["condition"] == "exited"

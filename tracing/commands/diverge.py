@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(report))
         return 0
+    view = console()  # first: it says so when rich is missing
     from tracing.render.diverge import render_diverge
-    render_diverge(report, console())
+    render_diverge(report, view)
     return 0

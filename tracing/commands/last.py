@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(report))
         return 0
+    view = console()  # first: it says so when rich is missing
     from tracing.render.last import render_last
-    render_last(report, console(), all_threads=args.all_threads)
+    render_last(report, view, all_threads=args.all_threads)
     sys.stdout.flush()
     return 0
