@@ -141,3 +141,20 @@ def test_without_rich_the_human_view_says_so_and_json_still_works(tmp_path):
                                          "Hint: pip install rich, or use --json"]
     as_json = run_bounded([python, "-m", "tracing", "last", str(tmp_path), "--json"], timeout=60, env=child_env())
     assert as_json.returncode == 0 and json.loads(as_json.stdout)["ranks"][0]["condition"] == "exited"
+
+
+@pytest.mark.parametrize(("body", "code"), [("sys.exit(3)", 3), ("raise ValueError('boom')", 1), ("pass", 0)])
+def test_run_returns_the_programs_exit_code_and_records_it(tmp_path, body, code):
+    from tracing.ringreader import read_ring
+    script = tmp_path / "prog.py"
+    script.write_text(f"import sys\n\ndef main():\n    {body}\n\nmain()\n")
+    done = run_bounded([PYTHON, "-m", "tracing", "run", "--include", "__main__", "--out", str(tmp_path / "t"), "--",
+                        str(script), "arg"], timeout=60, env=child_env())
+    assert done.returncode == code, done.output
+    if code == 1:
+        assert "ValueError: boom" in done.stderr  # the program's own traceback, as python prints it
+    (ring,) = (tmp_path / "t").glob("*.ring")
+    trace = read_ring(str(ring))
+    assert (trace.state_word, trace.exit_code) == ("exited", code)
+    assert trace.identity.argv[-2:] == (str(script), "arg")  # the command line as launched
+    assert [e.loc.qualname for e in trace.events][:2] == ["<module>", "main"]
