@@ -42,11 +42,21 @@ def _covers_running_threads(version: str | None, backend: str) -> bool:
     return python_minor >= 12
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize(("version", "backend"), COMBOS, ids=[f"{v or 'venv'}-{b}" for v, b in COMBOS])
+# settrace cannot see C calls: the tracer refuses that combination (test_settrace_refuses_c_calls), so it is
+# not a scenario to run.
+CASES = [(v, b, s) for v, b in COMBOS for s in SCENARIOS if not (s == "c_calls" and b == "settrace")]
+
+
+def test_settrace_refuses_c_calls():
+    from tracing.backends import resolve_backend
+
+    with pytest.raises(ValueError, match="backend 'settrace' cannot see C calls"):
+        resolve_backend("settrace", c_calls=True)
+    assert resolve_backend("auto", c_calls=True) in ("setprofile", "monitoring")
+
+
+@pytest.mark.parametrize(("version", "backend", "scenario"), CASES, ids=[f"{v or 'venv'}-{b}-{s}" for v, b, s in CASES])
 def test_backend_scenario(version, backend, scenario, tmp_path):
-    if scenario == "c_calls" and backend == "settrace":
-        pytest.skip("settrace cannot see C calls (the tracer refuses that combination)")
     result = exercise(version, backend, scenario, tmp_path)
     events = [tuple(e[:4]) for e in result["events"]]
     words = [(kind, name) for kind, name, _, _ in events]
