@@ -23,15 +23,24 @@ MAIN_EPILOG = """exit codes: each verb lists its own in `hangdoctor VERB --help`
 2 a bad command line and 130 an interruption."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_verb(argv: list[str]) -> str | None:
+    """The verb on the command line (the first word that is not an option), if it is one of ours."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """Every verb is listed; only `verb`'s module is imported and its options added (the others are not needed)."""
     parser = _Parser(prog="hangdoctor", description="Collect every rank's stack from a hung distributed job and "
                      "say who is stuck where.", epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"hangdoctor {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    for verb, module_name in COMMANDS.items():
+    for name, (module_name, summary) in COMMANDS.items():
+        if name != verb:
+            verbs.add_parser(name, help=summary, add_help=False)
+            continue
         module = importlib.import_module(module_name)
-        doc = (module.__doc__ or "").strip()
-        sub = verbs.add_parser(verb, help=doc.splitlines()[0] if doc else verb, description=doc,
+        sub = verbs.add_parser(name, help=summary, description=(module.__doc__ or summary).strip(),
                                epilog=exit_codes_help(module.EXIT_CODES),
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         module.prepare_parser(sub)
@@ -40,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(chosen_verb(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse has printed its help, version or one-line usage error
@@ -48,8 +58,8 @@ def main(argv: list[str] | None = None, *, out: Console | None = None, err: Cons
     if not getattr(args, "verb", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    out = out or Console(highlight=False, soft_wrap=False)
-    err = err or Console(stderr=True, highlight=False)
+    out = out or Console(highlight=False, soft_wrap=False, emoji=False)
+    err = err or Console(stderr=True, highlight=False, emoji=False)
     try:
         return args._module.run(args, out, err)
     except CommandError as exc:

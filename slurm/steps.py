@@ -7,7 +7,8 @@ The step is `srun --jobid J --overlap --gres=gpu:0 --nodes=K --nodelist=... --nt
 - `--overlap` lets it share the CPUs that the job's own steps hold; without it srun waits silently forever
   (with --immediate it says "Requested nodes are busy").
 - `--gres=gpu:0` keeps it from waiting for GPUs that the training step holds.
-- each task is `python -m slurm.stepwrap`, which runs the command under its own bound and prints its record in
+- each task is `python -S .../slurm/stepwrap.py` (by path, without site: stdlib only, quick to start), which runs
+  the command under its own bound and prints its record in
   short numbered frame lines tagged with SLURMD_NODENAME (srun cuts labelled lines at 1,024 bytes); `--label`
   keeps srun from mixing two tasks' output within a line.
 A node that never answers (dead, hung slurmd, stopped) has no frames: it is reported as "no answer" (with the
@@ -17,6 +18,7 @@ string, and nothing is ever sent to the job's own processes.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -28,11 +30,13 @@ from slurm.errors import JobNotFound, NotJobOwner, SlurmCommandFailed, SlurmComm
 from slurm.jobs import check_job_id
 from slurm.nodelist import compress_nodelist
 from slurm.process import MISSING_HINT, kill_group
+from slurm import stepwrap
 from slurm.stepwrap import decode_frames
 
 _LABELLED = re.compile(r"^\s*(\d+): (.*)$")
 NO_ANSWER = "no answer"
 STOP_ALLOWANCE = 1.5  # seconds kept, within the bound, to stop srun
+STEPWRAP = os.path.abspath(stepwrap.__file__)  # started by path on the nodes: the same path must exist there
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def step_argv(job_id: str, nodes: list[str], command: list[str], *, payload_time
         f"--nodes={len(nodes)}", f"--nodelist={compress_nodelist(nodes)}",
         f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "--kill-on-bad-exit=0", "--input=none", "--label",
         "--quit-on-interrupt", "--job-name=hangdoctor-step",
-        python, "-m", "slurm.stepwrap", f"--timeout={payload_timeout:g}", "--", *command,
+        python, "-S", STEPWRAP, f"--timeout={payload_timeout:g}", "--", *command,
     ]
 
 

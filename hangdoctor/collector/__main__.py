@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunked", action="store_true",
                         help=f"print the document as short '{CHUNK} NODE I N TEXT' lines (pdsh and srun cut long lines)")
     parser.add_argument("--progress", action="store_true", help="print 'hangdoctor-progress NODE DONE/TOTAL' on stderr")
+    parser.add_argument("--pyspy-version", default="", help="py-spy's version when the caller knows it (else asked)")
     return parser
 
 
@@ -80,6 +81,10 @@ def write(doc: dict, out: str) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
         return
+    if os.path.exists(out) and not os.path.isfile(out):  # /dev/null, a FIFO, a terminal: write into it, never
+        with open(out, "w") as handle:                   # rename a file over it
+            handle.write(text + "\n")
+        return
     tmp = f"{out}.tmp{os.getpid()}"
     with open(tmp, "w") as handle:
         handle.write(text + "\n")
@@ -107,6 +112,7 @@ def main(argv=None) -> int:
         "pyspy": pyspy, "match": parse_match(args.match), "pids": args.pid, "samples": args.samples,
         "interval": args.interval, "native": args.native, "nonblocking": args.nonblocking, "json": not args.text,
         "dump_timeout": args.dump_timeout, "deadline": deadline, "node": name, "filter_node": not args.all_nodes,
+        "pyspy_version": args.pyspy_version,
     }, progress if args.progress else None)
     emit(doc, args)
     return 0

@@ -10,7 +10,6 @@ stored once per node (compact.py; `compact.expand` gives py-spy's JSON back exac
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ D_STATE, STOPPED = "d-state", "stopped"
 
 def node_name() -> str:
     """SLURMD_NODENAME inside a SLURM step (several slurmd may share one host), else the short host name."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    return os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
 
 
 def held_reason(state: str) -> str:
@@ -69,7 +68,7 @@ def collect(options: dict, progress=None) -> dict:
     started = time.time()
     name = options.get("node") or node_name()
     doc = {
-        "format": FORMAT, "node": name, "hostname": socket.gethostname(), "collector_pid": os.getpid(),
+        "format": FORMAT, "node": name, "hostname": os.uname().nodename, "collector_pid": os.getpid(),
         "python": sys.version.split()[0], "started": started, "finished": None, "options": {
             key: options.get(key) for key in ("samples", "interval", "native", "nonblocking", "dump_timeout", "match", "pids")
         },

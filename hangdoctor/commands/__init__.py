@@ -1,10 +1,17 @@
 """CLI verbs, one module each: `prepare_parser(parser)`, `run(args, out, err) -> int` and `EXIT_CODES` ({code:
 meaning} for the codes that verb returns); the module's docstring is its --help description and EXIT_CODES its
-epilog. Adding a verb is one line here."""
+epilog. Adding a verb is one line here: its module and the one-line summary `hangdoctor --help` shows (the first
+line of the module's docstring; a test keeps them equal). Only the verb being run is imported: `attach` must not
+pay for `experiment`'s imports."""
 
 COMMANDS = {
-    "attach": "hangdoctor.commands.attach",
-    "analyze": "hangdoctor.commands.analyze",
-    "plan": "hangdoctor.commands.plan",
-    "experiment": "hangdoctor.commands.experiment",
+    "attach": ("hangdoctor.commands.attach",
+               "Attach to a running job, dump every rank's stack with py-spy, and say who is stuck where."),
+    "analyze": ("hangdoctor.commands.analyze",
+                "Analyse dumps offline: a folder written by `attach`, collector node files, or py-spy JSON/text dumps."),
+    "plan": ("hangdoctor.commands.plan",
+             "Plan a 3D topology: list the valid (TP, PP, DP, MBS) for a model on N GPUs, with estimated memory per GPU."),
+    "experiment": ("hangdoctor.commands.experiment",
+                   "Run the trainer over configurations x toggles x repeats, catch hangs with hangdoctor, tabulate "
+                   "and plot."),
 }

@@ -15,22 +15,18 @@ gives a partial report that says so. Raw outputs are kept in --out (default ./ha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from hangdoctor.analysis.verdict import diagnose, ptrace_hint
-from hangdoctor.commands.common import add_output_flags, add_topology_flags, show, topology_flags, write_text
+from hangdoctor.commands.common import (add_output_flags, add_topology_flags, check_order, show, topology_flags,
+                                        write_text)
 from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                                INTERRUPTED_TEXT, CommandError)
-from hangdoctor.formats.load import collection_from_docs
-from hangdoctor.model import PTRACE_DENIED
-from hangdoctor.render.html import render_html
-from hangdoctor.render.jsonout import verdict_to_dict
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
 
@@ -129,21 +125,15 @@ def check_args(args: argparse.Namespace) -> None:
 def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> Gathered:
     if args.jobid:
         from hangdoctor.sources.slurm_job import collect_slurm_job
-        with _spinner(err, f"collecting from SLURM job {args.jobid} (one srun step)"):
+        with progress_display(err, f"collecting from SLURM job {args.jobid} (one srun step)"):
             return collect_slurm_job(options, args.jobid, python=args.python)
     if args.hostfile:
         from hangdoctor.sources.pdsh import collect_hostfile
-        with _spinner(err, f"collecting from the hosts of {args.hostfile} over pdsh"):
+        with progress_display(err, f"collecting from the hosts of {args.hostfile} over pdsh"):
             return collect_hostfile(options, args.hostfile, match=parse_match(args.match) or {"RANK": None},
                                     rcmd=args.rcmd, **({"python": args.python} if args.python else {}))
     from hangdoctor.sources import local
-    with Progress(SpinnerColumn(), TextColumn("dumping stacks"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("dump", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with progress_display(err, "dumping stacks", counted=True) as progress:
         if args.pid:
             return local.collect_pids(options, args.pid, progress)
         if args.match:
@@ -151,18 +141,19 @@ def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> G
         return local.collect_torchrun(options, args.run_id, progress)
 
 
-class _spinner:
-    def __init__(self, err: Console, text: str):
-        self.progress = Progress(SpinnerColumn(), TextColumn(text), TimeElapsedColumn(), console=err, transient=True,
-                                 disable=not err.is_terminal)
+@contextlib.contextmanager
+def progress_display(err: Console, text: str, *, counted: bool = False):
+    """A transient spinner (with a bar and k/N when `counted`) on a terminal; yields `progress(done, total)`.
+    Not a terminal (a script, a pipe, the experiment runner): nothing is drawn and rich.progress is not imported."""
+    if not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    def __enter__(self):
-        self.progress.__enter__()
-        self.progress.add_task("collect", total=None)
-        return self
-
-    def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
+    columns = [SpinnerColumn(), TextColumn(text)] + ([BarColumn(), MofNCompleteColumn()] if counted else [])
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("collect", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def default_out(args: argparse.Namespace) -> Path:
@@ -207,7 +198,7 @@ def save_docs(out: Path, gathered: Gathered) -> None:
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     check_args(args)
-    flags = topology_flags(args)
+    check_order(args)
     options = CollectOptions(pyspy=find_pyspy(args.py_spy), samples=args.samples, interval=args.interval,
                              native=args.native, nonblocking=args.nonblocking,
                              dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
@@ -219,6 +210,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         remove_empty(created)  # nothing was collected: leave no empty folder behind
         raise
     save_docs(folder, gathered)
+    # Imported only now: an attach that finds nothing never pays for the analysis (importing it in a thread
+    # during the dumps was measured slower on two cores: it competes with the /proc scan and with py-spy).
+    from hangdoctor.analysis.verdict import diagnose, ptrace_hint
+    from hangdoctor.formats.load import collection_from_docs
+    from hangdoctor.model import PTRACE_DENIED
+    from hangdoctor.render.jsonout import verdict_to_dict
+
+    flags = topology_flags(args)
     missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == "pyspy-missing"]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):
         raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}", MISSING_HINT,
@@ -233,13 +232,16 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                            if skipped else ""), "check that the job is running and that you are its owner; "
                            f"node reports are in {folder}/nodes", EXIT_NOT_FOUND)
     verdict = diagnose(collection)
-    write_text(folder / "report.json", json.dumps(verdict_to_dict(verdict), indent=1) + "\n")
-    write_text(folder / "report.html", render_html(verdict))
+    report = verdict_to_dict(verdict)
+    write_text(folder / "report.json", json.dumps(report, indent=1) + "\n")
     denied = verdict.unresponsive.get(PTRACE_DENIED, [])
     if denied and len(denied) == len(verdict.views):
         raise CommandError(f"ptrace denied for all {len(denied)} ranks: py-spy may not read them",
                            ptrace_hint(len(denied)),
                            EXIT_ENVIRONMENT)
-    code = show(verdict, args, out, err)
+    code = show(verdict, args, out, err, report=report)
+    from hangdoctor.render.html import render_html  # the picture comes after the verdict is on screen
+
+    write_text(folder / "report.html", render_html(verdict))
     err.print(f"Raw outputs and reports: {folder}/", markup=False, highlight=False)
     return code

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
-from hangdoctor.identity import TopologyFlags
-from hangdoctor.render.html import render_html, render_svg
-from hangdoctor.render.jsonout import verdict_to_dict
-from hangdoctor.render.terminal import render_verdict
 from topology import DEFAULT_ORDER, parse_order
+
+if TYPE_CHECKING:  # imported where used: `attach` needs them only once the stacks are in
+    from hangdoctor.analysis.verdict import Verdict
+    from hangdoctor.identity import TopologyFlags
 
 
 def positive_int(text: str) -> int:
@@ -37,11 +37,17 @@ def add_topology_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--world-size", type=positive_int, help="number of ranks expected (default: WORLD_SIZE)")
 
 
-def topology_flags(args: argparse.Namespace) -> TopologyFlags:
+def check_order(args: argparse.Namespace) -> None:
     try:
         parse_order(args.order)
     except ValueError as exc:
         raise CommandError(str(exc), "e.g. --order tp-dp-pp", EXIT_USAGE) from None
+
+
+def topology_flags(args: argparse.Namespace) -> TopologyFlags:
+    from hangdoctor.identity import TopologyFlags
+
+    check_order(args)
     return TopologyFlags(tp=args.tp, pp=args.pp, dp=args.dp, order=args.order, world_size=args.world_size)
 
 
@@ -54,19 +60,27 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-classes", type=positive_int, default=8, help="classes shown in detail (default 8)")
 
 
-def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Print the verdict (report or JSON) on stdout, warnings on stderr, write pictures; return the exit code."""
+def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console, *, report: dict | None = None) -> int:
+    """Print the verdict (report or JSON; `report` is verdict_to_dict(verdict) when already made) on stdout,
+    warnings on stderr, then write the pictures asked for; return the exit code."""
     for warning in verdict.warnings:
         err.print(f"Warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if args.json:
-        out.file.write(json.dumps(verdict_to_dict(verdict), indent=1) + "\n")  # raw: never wrapped or coloured
-        out.file.flush()
+        from hangdoctor.render.jsonout import verdict_to_dict
+
+        out.file.write(json.dumps(report or verdict_to_dict(verdict), indent=1) + "\n")  # raw: never wrapped
     else:
+        from hangdoctor.render.terminal import render_verdict
+
         render_verdict(verdict, out, max_classes=args.max_classes)
-    for path, render in ((args.html, render_html), (args.svg, render_svg)):
-        if path is not None:
-            write_text(path, render(verdict))
-            err.print(f"Wrote {path}", markup=False, highlight=False)
+    out.file.flush()
+    if args.html is not None or args.svg is not None:
+        from hangdoctor.render.html import render_html, render_svg
+
+        for path, render in ((args.html, render_html), (args.svg, render_svg)):
+            if path is not None:
+                write_text(path, render(verdict))
+                err.print(f"Wrote {path}", markup=False, highlight=False)
     return exit_code(verdict)
 
 

@@ -27,12 +27,20 @@ def find_pyspy(explicit: str | None = None) -> str:
 
 
 def pyspy_version(path: str) -> str:
-    """py-spy's version without running it, when it is the one installed with this Python; else ""."""
+    """py-spy's version without running it, when it is the one installed with this Python; else "".
+
+    Read from the name of its `py_spy-X.Y.Z.dist-info` folder: importlib.metadata would cost more than the rest
+    of a small attach's start-up."""
     if Path(path).parent != Path(sys.executable).parent:
         return ""
-    try:
-        from importlib.metadata import version
-
-        return version("py-spy")
-    except Exception:  # noqa: BLE001 - metadata is a nicety; the collector asks py-spy itself otherwise
-        return ""
+    for folder in sys.path:
+        if not folder.endswith("site-packages"):
+            continue
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("py_spy-") and name.endswith(".dist-info"):
+                return name[len("py_spy-"):-len(".dist-info")]
+    return ""  # the collector asks py-spy itself

@@ -126,6 +126,30 @@ def test_each_verb_documents_its_own_exit_codes(capsys):
     assert "each verb lists its own in `hangdoctor VERB --help`" in capsys.readouterr().out
 
 
+def test_verb_summaries_are_the_first_lines_of_their_docstrings():
+    import importlib
+
+    from hangdoctor.commands import COMMANDS
+
+    for verb, (module_name, summary) in COMMANDS.items():
+        assert importlib.import_module(module_name).__doc__.strip().splitlines()[0] == summary, verb
+
+
+def test_attach_starts_without_importing_other_verbs_or_the_analysis():
+    """Only the verb run is imported, and attach imports its analysis and renderers while py-spy runs, not before."""
+    from tests.support import PYTHON, child_env, run_bounded
+
+    code = ("import sys; from hangdoctor.cli import build_parser; build_parser('attach')\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('hangdoctor', 'throughput', 'slurm', "
+            "'rich.progress', 'rich.table', 'pandas')))))")
+    loaded = run_bounded([PYTHON, "-c", code], timeout=60, env=child_env()).stdout.split()
+    assert "hangdoctor.commands.attach" in loaded
+    early = [m for m in loaded if m.startswith(("hangdoctor.analysis", "hangdoctor.render", "hangdoctor.experiments",
+                                                "hangdoctor.commands.experiment", "hangdoctor.commands.plan",
+                                                "throughput", "rich.progress", "rich.table", "pandas"))]
+    assert early == [], early
+
+
 def test_every_code_a_verb_returns_is_in_its_help(capsys, tmp_path):
     """Real outcomes of each verb (no subprocess): the code returned is one its --help explains."""
     log = tmp_path / "empty.log"

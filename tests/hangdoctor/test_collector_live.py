@@ -116,9 +116,28 @@ def test_collector_runs_by_file_path_under_an_older_python():
         pytest.skip("no Python 3.8 under pyenv")
     with Procs() as procs:
         procs.start("sleeper", RANK="0")
-        doc = collect("--match", f"HDTEST={procs.token}",
-                      python=[str(older[0]), str(REPO / "hangdoctor" / "collector" / "__main__.py")])
+        doc = collect("--match", f"HDTEST={procs.token}",  # as srun and pdsh start it: by path, without site
+                      python=[str(older[0]), "-S", str(REPO / "hangdoctor" / "collector" / "__main__.py")])
     assert doc["python"].startswith("3.8") and doc["processes"][0]["samples"][0]["status"] == "ok"
+
+
+def test_out_into_a_fifo_writes_into_it_and_leaves_it_a_fifo(tmp_path):
+    """--out /dev/null or a pipe must be written into, never replaced by a renamed file (an atomic rename over
+    /dev/null once turned it into a regular file)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with Procs() as procs:
+        procs.start("sleeper", RANK="0")
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+        try:
+            run_bounded([*COLLECTOR, "--match", f"HDTEST={procs.token}", "--out", str(fifo), "--pyspy-version",
+                         "9.9.9"], timeout=60, env=child_env())
+            text, _ = reader.communicate(timeout=30)
+        finally:
+            reader.kill()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["pipe"]
+    doc = json.loads(text)
+    assert doc["processes"][0]["rank"] == 0 and doc["pyspy"]["version"] == "9.9.9"  # given: py-spy not asked
 
 
 def test_repeated_samples_and_cpu_use():

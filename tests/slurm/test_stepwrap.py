@@ -1,11 +1,13 @@
 """The per-node task of a step, run directly (no SLURM needed): one framed line, whatever the command does."""
 
-from slurm.stepwrap import decode_frames
+from slurm.steps import STEPWRAP
+from slurm.stepwrap import decode_frames, parse_args
 from tests.support import PYTHON, child_env, run_bounded
 
 
 def wrapped(*command: str, timeout: float = 5, **env: str) -> dict:
-    result = run_bounded([PYTHON, "-m", "slurm.stepwrap", f"--timeout={timeout}", "--", *command], timeout=30,
+    """As run_step_on_each_node starts it on a node: by path, without site-packages."""
+    result = run_bounded([PYTHON, "-S", STEPWRAP, f"--timeout={timeout}", "--", *command], timeout=30,
                          env=child_env(**env))
     assert result.returncode == 0, result.output
     records, incomplete = decode_frames(("", line) for line in result.stdout.splitlines())
@@ -44,3 +46,14 @@ def test_large_output_comes_back_whole_in_short_lines():
 def test_no_command_is_a_usage_error():
     result = run_bounded([PYTHON, "-m", "slurm.stepwrap", "--timeout=1", "--"], timeout=30)
     assert result.returncode == 2 and "no command given" in result.stderr
+
+
+def test_arguments_read_directly_or_by_argparse_agree():
+    assert parse_args(["--timeout=2.5", "--", "py-spy", "dump", "--timeout=9"]) == (2.5, ["py-spy", "dump", "--timeout=9"])
+    assert parse_args(["--timeout", "2.5", "--", "true"]) == (2.5, ["true"])  # the other spelling: argparse
+
+
+def test_the_module_form_still_runs():
+    result = run_bounded([PYTHON, "-m", "slurm.stepwrap", "--timeout=5", "--", "true"], timeout=30)
+    records, _ = decode_frames(("", line) for line in result.stdout.splitlines())
+    assert [r["status"] for r in records.values()] == ["ok"]
