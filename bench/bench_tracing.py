@@ -9,9 +9,11 @@ must start cold); repeats are interleaved (rep 1 of every mode, then rep 2, ...)
 all modes alike; the table shows medians and the ratio of medians. Inside the child: set up, start the tracer,
 run one untimed warm-up step, then time `steps` steps with time.process_time().
 
-Workloads live in WORKLOADS (bench/tracing_workloads/). To add one, e.g. the trainer's step once a single-process
-entry point exists, register a Workload whose `module` has a step() function and whose `include` selects the code
-a user would trace; nothing else changes.
+Workloads live in WORKLOADS (bench/tracing_workloads/): call_heavy and selective (stdlib only, any Python), and
+trainer_step (the reference trainer's train_batch; needs torch and deepspeed, so the project's .venv Python):
+    .venv/bin/python bench/bench_tracing.py --workloads call_heavy,selective,trainer_step
+To add one, register a Workload whose `module` has a step() function and whose `include` selects the code a user
+would trace; nothing else changes.
 """
 
 from __future__ import annotations
@@ -47,8 +49,14 @@ WORKLOADS = {
                  "fib(20) per step, every call selected (21,891 calls a step)"),
         Workload("selective", "bench.tracing_workloads.selected", "bench.tracing_workloads.selected", 400,
                  "2 selected calls a step around an unselected library doing fib(18) (8,361 calls a step)"),
+        Workload("trainer_step", "bench.tracing_workloads.trainer_step", "trainer,deepspeed.runtime.pipe", 30,
+                 "one train_batch of the reference trainer (4 micro-batches, DeepSpeed engine, world 1; "
+                 "needs torch + deepspeed: the project's Python only), tracing trainer + DeepSpeed's pipeline"),
+        Workload("trainer_step_all_deepspeed", "bench.tracing_workloads.trainer_step", "trainer,deepspeed", 30,
+                 "the same step, tracing trainer + all of deepspeed (timers, comm wrappers, logging included)"),
     )
 }
+DEFAULT_WORKLOADS = ("call_heavy", "selective")  # stdlib-only; add trainer_step on the project's Python
 MODES = ("untraced", "stdlib-trace", "stream", "ring")
 
 
@@ -166,7 +174,7 @@ def print_table(rows: list[dict], repeats: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {', '.join(MODES)}")
     parser.add_argument("--backends", action="store_true", help="also time the ring with every backend available")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every workload's steps (longer runs, less noise)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import PYTHON, REPO, child_env, run_bounded
+from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded, signal_tree
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -70,7 +70,7 @@ class Background:
         parts = []
         for proc in self.procs:
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGABRT)
+                signal_tree(proc.pid, signal.SIGABRT)  # the whole tree: torchrun's workers have sessions of their own
         for proc in self.procs:
             try:
                 out, err = proc.communicate(timeout=10)
@@ -92,6 +92,8 @@ class Background:
         return self
 
     def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            kill_tree(proc.pid)
         for pid in self.pids:
             try:
                 os.kill(pid, signal.SIGKILL)
