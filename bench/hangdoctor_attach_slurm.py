@@ -20,6 +20,9 @@ runs on the same two cores, which a real cluster would run on N machines.
 
 `--compare DIR` also times the hangdoctor of another checkout (e.g. `git archive <commit> | tar -x -C DIR`),
 interleaved with the others: its attach, its collector and its step wrapper all run from DIR.
+`--pieces` then times the parts, interleaved, --rounds times: srun alone (`true`), our step alone (srun and the
+step wrapper, `true`), and on this machine without srun, the node side of each method for all nodes side by side
+(the seed's loops; our collectors; our collectors under the step wrapper).
 """
 
 from __future__ import annotations
@@ -71,6 +74,45 @@ def timed(argv: list[str], env: dict[str, str], bound: float, cwd: Path = REPO) 
     return time.perf_counter() - start, out, proc.returncode
 
 
+def pieces(job_id: str, nodes: list[str], seed_sh: str, env: dict[str, str], rounds: int) -> None:
+    from hangdoctor.sources import CollectOptions
+    from hangdoctor.sources.remote import collector_argv
+    from slurm.steps import step_argv
+
+    collector = collector_argv(CollectOptions(pyspy=PYSPY), python=PYTHON, match={"SLURM_JOB_ID": job_id},
+                               time_limit=20)
+    wrapper = step_argv(job_id, nodes, ["true"], payload_timeout=20, python=PYTHON)
+    wrap = wrapper[wrapper.index("-S") - 1:-1]  # PYTHON -S .../stepwrap.py --timeout=20 --
+
+    def on_each_node(argv_for) -> None:  # one process per virtual node, side by side, as srun would start them
+        procs = [subprocess.Popen(argv_for(node), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  env=dict(env, SLURMD_NODENAME=node)) for node in nodes]
+        for proc in procs:
+            proc.communicate(timeout=60)
+
+    parts = {
+        "srun alone: the seed's step running `true`": lambda: subprocess.run(
+            ["srun", f"--jobid={job_id}", "--overlap", "--gres=gpu:0", f"--nodes={len(nodes)}", "--tasks-per-node=1",
+             "true"], env=env, capture_output=True, timeout=60),
+        "our step alone: srun and the step wrapper running `true`": lambda: subprocess.run(
+            wrapper, env=env, capture_output=True, timeout=60),
+        "node side, no srun: the seed's loops": lambda: on_each_node(lambda node: ["sh", "-c", seed_sh]),
+        "node side, no srun: our collectors": lambda: on_each_node(lambda node: [*collector, "--node", node]),
+        "node side, no srun: our collectors under the step wrapper": lambda: on_each_node(
+            lambda node: [*wrap, *collector, "--node", node]),
+    }
+    times: dict[str, list[float]] = {name: [] for name in parts}
+    for round_ in range(rounds + 1):
+        for name in (list(parts) if round_ % 2 else list(reversed(parts))):
+            start = time.perf_counter()
+            parts[name]()
+            if round_:
+                times[name].append(time.perf_counter() - start)
+    print(f"pieces, {len(nodes)} nodes side by side on this machine, {rounds} rounds (seconds, median [min])")
+    for name, values in times.items():
+        print(f"| {name} | {statistics.median(values):.3f} [{min(values):.3f}] |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=4)
@@ -78,6 +120,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--bound", type=float, default=60, help="seconds after which a method is stopped")
     parser.add_argument("--compare", type=Path, metavar="DIR", help="also time the hangdoctor of this checkout")
+    parser.add_argument("--pieces", action="store_true", help="then time the parts of each method")
     args = parser.parse_args()
     if args.ranks % args.nodes:
         parser.error("--ranks must be a multiple of --nodes")
@@ -143,6 +186,8 @@ def main() -> int:
             print(f"ratio seed / hangdoctor (medians): {med['seed'] / med['hangdoctor']:.2f}x")
             if args.compare:
                 print(f"ratio seed / hangdoctor from {args.compare} (medians): {med['seed'] / med['compared']:.2f}x")
+            if args.pieces:
+                pieces(job_id, cluster.node_names, seed_sh, env, args.rounds)
         finally:
             if job_id:
                 run_command(["scancel", job_id], timeout=30, env=cluster.env())
