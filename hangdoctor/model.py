@@ -44,6 +44,8 @@ class Frame:
         return self._hash
 
     def label(self) -> str:
+        if not self.file:  # a marker, not a code location: e.g. the thread a stack belongs to (--all-threads)
+            return self.name
         return f"{self.name} ({self.file}:{self.line})" if self.line else f"{self.name} ({self.file})"
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from hangdoctor.analysis.classes import RankClass, build_classes
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.suspects import Place, Suspect, build_places, find_suspects
-from hangdoctor.analysis.tree import TreeNode, build_tree
-from hangdoctor.model import PTRACE_DENIED, Collection, NodeReport
+from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
+from hangdoctor.model import OK, PTRACE_DENIED, Collection, NodeReport, Stack
 from topology import ParallelDims
 
 
@@ -36,9 +36,12 @@ class Verdict:
     samples: int
     interval: float
     warnings: list[str] = field(default_factory=list)
+    all_threads: bool = False  # the tree holds every thread of each rank (the rest of the verdict: main threads)
 
 
-def diagnose(collection: Collection) -> Verdict:
+def diagnose(collection: Collection, *, all_threads: bool = False) -> Verdict:
+    """all_threads: the merged tree holds every thread of each rank, under one `thread NAME` node per thread
+    name; places, classes, waits and suspects stay those of the main threads (where training loops wait)."""
     dims = collection.dims
     waits: dict = {}
     views = {record.rank: view_rank(record, waits) for record in collection.records}
@@ -57,7 +60,11 @@ def diagnose(collection: Collection) -> Verdict:
     silent = {status: [r for r in ranks if not views[r].stack] for status, ranks in unresponsive.items()}
     if missing:
         silent["missing"] = missing
-    tree = build_tree(stacks, silent)
+    if all_threads:
+        stacks, others = thread_stacks(collection)
+        tree = build_tree(stacks, silent, others=others)
+    else:
+        tree = build_tree(stacks, silent)
     warnings = list(collection.warnings)
     if PTRACE_DENIED in unresponsive:
         warnings.append(ptrace_hint(len(unresponsive[PTRACE_DENIED])))
@@ -70,8 +77,35 @@ def diagnose(collection: Collection) -> Verdict:
         hung=hung, expected=expected, responded=responded, unresponsive=unresponsive, missing=missing,
         places=places, classes=classes, suspects=suspects, hints=hints, tree=tree, views=views, dims=dims,
         dims_source=collection.dims_source, nodes=collection.nodes, source=collection.source,
-        samples=collection.samples, interval=collection.interval, warnings=warnings,
+        samples=collection.samples, interval=collection.interval, warnings=warnings, all_threads=all_threads,
     )
+
+
+def thread_stacks(collection: Collection) -> tuple[dict[int, Stack], list[tuple[int, Stack]]]:
+    """Every thread of every rank, from the sample its main-thread view uses (the last that answered, else the
+    last read at all), each stack ending (outermost) in its thread's marker frame: ({rank: main thread's},
+    [(rank, another thread's), ...]). Stacks are interned: one thread in one place on many ranks is one object."""
+    interned: dict[tuple[int, str], Stack] = {}
+
+    def marked(thread) -> Stack:
+        key = (id(thread.frames), thread.name or "")
+        if key not in interned:
+            interned[key] = thread.frames + (thread_frame(thread.name),)
+        return interned[key]
+
+    main_stacks, others = {}, []
+    for record in collection.records:
+        answered = [s for s in record.samples if s.status == OK]
+        readable = answered or [s for s in record.samples if s.threads]
+        if not readable:
+            continue
+        main = readable[-1].main_thread(record.identity.pid)
+        for thread in readable[-1].threads:
+            if thread.frames and thread is main:
+                main_stacks[record.rank] = marked(thread)
+            elif thread.frames:
+                others.append((record.rank, marked(thread)))
+    return main_stacks, others
 
 
 def ptrace_hint(count: int) -> str:

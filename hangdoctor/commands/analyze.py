@@ -46,4 +46,4 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not collection.records:
         raise CommandError("no rank in the input: the collector found no process of the job",
                            "check the job was running when the dumps were taken", EXIT_NOT_FOUND)
-    return show(diagnose(collection), args, out, err)
+    return show(diagnose(collection, all_threads=args.all_threads), args, out, err)

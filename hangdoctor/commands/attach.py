@@ -231,7 +231,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise CommandError(f"no rank of {gathered.source} found" + (f" ({skipped} launcher processes set aside)"
                            if skipped else ""), "check that the job is running and that you are its owner; "
                            f"node reports are in {folder}/nodes", EXIT_NOT_FOUND)
-    verdict = diagnose(collection)
+    verdict = diagnose(collection, all_threads=args.all_threads)
     report = verdict_to_dict(verdict)
     write_text(folder / "report.json", json.dumps(report, indent=1) + "\n")
     denied = verdict.unresponsive.get(PTRACE_DENIED, [])

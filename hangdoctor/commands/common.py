@@ -58,6 +58,9 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
                        "a self-contained HTML page")
     group.add_argument("--svg", type=Path, metavar="FILE", help="also write the merged tree as an SVG picture")
     group.add_argument("--max-classes", type=positive_int, default=8, help="classes shown in detail (default 8)")
+    group.add_argument("--all-threads", action="store_true",
+                       help="merge every thread of each rank into the tree, one `thread NAME` branch per thread name "
+                            "(default: the main thread only; the verdict is always the main threads')")
 
 
 def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console, *, report: dict | None = None) -> int:

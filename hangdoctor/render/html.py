@@ -48,7 +48,8 @@ def _ranks(ranks: list[int]) -> str:
 def build_boxes(verdict: Verdict) -> Box:
     colour_of = {rank: PALETTE[(c.id - 1) % len(PALETTE)] for c in verdict.classes for rank in c.ranks}
     class_of = {rank: c for c in verdict.classes for rank in c.ranks}
-    root = Box(f"{len(verdict.tree.ranks)} ranks", [], "", "#444444", len(verdict.tree.ranks))
+    threads = ", every thread" if verdict.all_threads else ""
+    root = Box(f"{len(verdict.tree.ranks)} ranks{threads}", [], "", "#444444", len(verdict.tree.ranks))
     todo: list[tuple[TreeNode, Box]] = [(child, root) for child in verdict.tree.children]
     while todo:
         node, parent = todo.pop(0)

@@ -52,6 +52,7 @@ def verdict_to_dict(verdict: Verdict) -> dict:
         "source": verdict.source,
         "samples": verdict.samples,
         "interval": verdict.interval,
+        "threads": "all" if verdict.all_threads else "main",  # which threads the tree holds
         "topology": None if dims is None else {"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": dims.order,
                                                "source": verdict.dims_source},
         "expected": verdict.expected,

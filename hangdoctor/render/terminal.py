@@ -78,7 +78,8 @@ def merged_tree(verdict: Verdict) -> Tree:
     colour_of = {rank: class_colour(cls) for cls in verdict.classes for rank in cls.ranks}
     class_of = {rank: cls.id for cls in verdict.classes for rank in cls.ranks}
     root = verdict.tree
-    tree = Tree(Text(f"merged stacks of {len(root.ranks)} ranks (outermost frame first)", style="bold"))
+    threads = ", every thread" if verdict.all_threads else ""
+    tree = Tree(Text(f"merged stacks of {len(root.ranks)} ranks{threads} (outermost frame first)", style="bold"))
     todo = [(child, tree) for child in reversed(root.children)]
     while todo:
         node, parent = todo.pop()

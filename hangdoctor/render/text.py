@@ -23,6 +23,8 @@ def short_name(name: str, limit: int = 90) -> str:
 
 
 def frame_text(frame: Frame, limit: int = 90) -> str:
+    if not frame.file:  # a marker such as "thread watchdog" (--all-threads), not a code location
+        return short_name(frame.name, limit)
     where = f"{frame.file}:{frame.line}" if frame.line else frame.file
     return f"{short_name(frame.name, limit)} ({where})"
 

@@ -71,3 +71,15 @@ def test_nonblocking_and_native_options(gloo_job, tmp_path):
     result = attach("--pid", str(gloo_job.pids[4]), "--nonblocking", "--json", "--out", str(tmp_path / "b"))
     data = json.loads(result.stdout)
     assert data["ranks"][0]["status"] == "ok" and data["places"][0]["wait"]["op"] == "all_reduce"
+
+
+def test_all_threads_puts_every_thread_of_the_ranks_in_the_tree(gloo_job, tmp_path):
+    pids = gloo_job.pids
+    result = attach("--pid", str(pids[0]), str(pids[7]), "--all-threads", "--json", "--out", str(tmp_path / "t"))
+    assert result.returncode == 0, result.output[-3000:]
+    data = json.loads(result.stdout)
+    threads = {n["frame"]["name"]: n for n in data["tree"] if n["frame"] and n["frame"]["name"].startswith("thread ")}
+    assert set(threads) == {"thread MainThread", "thread watchdog"}  # the fixture's ranks run a watchdog thread
+    assert all(n["ranks"] == "0,7" and n["parent"] == 0 for n in threads.values())
+    assert data["threads"] == "all" and data["tree"][0]["count"] == 2
+    assert [p["folded"] for p in data["places"]] == ["0", "7"]  # the verdict is still the main threads'

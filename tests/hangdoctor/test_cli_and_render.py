@@ -73,6 +73,30 @@ def test_analyze_writes_html_and_svg(tmp_path):
     assert picture.startswith("<svg") and "[3] 0-1,3" in picture and "slow_forward (hung_gloo.py:69) ×401" in picture
 
 
+def test_all_threads_adds_each_thread_to_the_tree_and_changes_nothing_else(tmp_path):
+    dump = str(DATA / "gloo8_mixed.node.json")  # real dumps: every rank has its MainThread and a watchdog thread
+    _, main_only, _ = run("analyze", "--json", dump)
+    code, every, _ = run("analyze", "--json", "--all-threads", dump, "--svg", str(tmp_path / "t.svg"))
+    main_only, every = json.loads(main_only), json.loads(every)
+    assert code == EXIT_PARTIAL and (main_only["threads"], every["threads"]) == ("main", "all")
+    for key in ("headline", "places", "classes", "suspects", "hints", "ranks", "responded", "unresponsive"):
+        assert every[key] == main_only[key], key
+    tree = every["tree"]
+    assert tree[0]["count"] == 8, "a rank counts once, however many threads it has"
+    threads = {n["frame"]["name"]: n for n in tree if n["parent"] == 0}
+    assert {name: n["ranks"] for name, n in threads.items()} == {"thread MainThread": "0-7", "thread watchdog": "0-7"}
+    assert threads["thread watchdog"]["frame"] == {"name": "thread watchdog", "file": "", "line": 0, "native": False}
+    # classes end in the main threads only: the same leaves as without --all-threads
+    assert [n["ends"] for n in tree if n["ends"]] == [n["ends"] for n in main_only["tree"] if n["ends"]]
+    watchdog_leaf = [n for n in tree if n["frame"] and n["frame"]["name"] == "watchdog"]
+    assert len(watchdog_leaf) == 1 and watchdog_leaf[0]["ranks"] == "0-7" and watchdog_leaf[0]["ends"] == ""
+    assert not any(n["frame"] and n["frame"]["name"].startswith("thread ") for n in main_only["tree"])
+    _, text, _ = run("analyze", "--all-threads", dump)
+    assert "merged stacks of 8 ranks, every thread" in text and "│   thread MainThread\n" in text
+    assert "    thread watchdog\n" in text and "thread watchdog (" not in text  # a marker, not a code location
+    assert "thread watchdog" in (tmp_path / "t.svg").read_text()
+
+
 def test_bad_inputs_are_one_line_errors_with_exit_codes(tmp_path):
     code, out, err = run("analyze", str(tmp_path / "missing"))
     assert code == EXIT_NOT_FOUND and err.startswith("Error: ") and "Traceback" not in err
