@@ -11,6 +11,6 @@ templates, and a real local test cluster.
     slurm.testcluster  LocalCluster: munged + slurmctld + N slurmd on one machine; `python -m slurm.testcluster`
     slurm.errors       SlurmError (message + hint) and its kinds
 
-Importing the package imports nothing else: `python -m slurm.stepwrap` starts on every node of a job and must be
-quick.
+Importing the package imports nothing else: the step wrapper starts on every node of a job (as
+`python -S .../slurm/stepwrap.py`; `python -m slurm.stepwrap` also works) and must be quick.
 """

@@ -97,7 +97,7 @@ def check_topology(
             error("tp-in-node", f"TP={tp} spans nodes of {gpus_per_node} GPUs: keep TP within a node")
         elif gpus_per_node % tp:
             error("tp-in-node", f"TP={tp} does not divide the {gpus_per_node} GPUs of a node")
-        if gpus % gpus_per_node:
+        if gpus > gpus_per_node and gpus % gpus_per_node:  # fewer GPUs than a node: one partial node is fine
             error("whole-nodes", f"{gpus} GPUs are not whole nodes of {gpus_per_node}")
     found.extend(model_hints(shape, sms=sms))
     if heads % tp == 0 and ((heads // tp) * micro_batch_size) % 4:

@@ -206,3 +206,8 @@ def test_bad_requests_are_value_errors():
         plan(zero_stage=5)
     with pytest.raises(ValueError, match="micro batch sizes"):
         plan(micro_batch_sizes=(0,))
+
+
+def test_fewer_gpus_than_a_node_is_one_partial_node_not_a_rejection():
+    found = check_topology(M181B, gpus=4, tp=4, pp=1, micro_batch_size=1, global_batch_size=2048, gpus_per_node=8)
+    assert "whole-nodes" not in rules(found)
