@@ -126,11 +126,11 @@ def step_hang(out: Path) -> None:
     banner("2. The seed's hang: at iteration 2 the last stage skips the loss broadcast of _aggregate_total_loss")
     run_dir, traces = out / "hang", out / "hang" / "traces"
     program = ["-m", "tracing", "run", "--include", "trainer,deepspeed.runtime.pipe,torch.distributed.distributed_c10d",
-               "--out", str(traces),
+               "--start-at", "train_batch", "--out", str(traces),
                *trainer(run_dir, "--pp", "2", "--train-iters", "6", "--pg-timeout", "600",
                         "--fault", "skip-loss-broadcast:iteration=2")]
     say("torchrun --nproc-per-node 4 -m tracing run --include trainer,deepspeed.runtime.pipe,torch.distributed.distributed_c10d "
-        "-m trainer --pp 2 "
+        "--start-at train_batch -m trainer --pp 2 "
         "--fault skip-loss-broadcast:iteration=2")
     proc = subprocess.Popen(torchrun(4, program), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env(DEMO_RUN="hang"), start_new_session=True)

@@ -21,7 +21,7 @@ def _logged(metrics, iteration: int) -> bool:
 
 def test_tracing_last_names_the_open_frames_of_a_hung_trainer(tmp_path):
     run_dir, out = tmp_path / "run", tmp_path / "traces"
-    program = ["-m", "tracing", "run", "--include", INCLUDE, "--out", str(out),
+    program = ["-m", "tracing", "run", "--include", INCLUDE, "--start-at", "train_batch", "--out", str(out),
                "-m", "trainer", "--run-dir", str(run_dir), "--pp", "2", "--train-iters", "4", "--pg-timeout", "300",
                *MODEL, "--fault", "skip-loss-broadcast:iteration=2"]
     with Background() as bg:
