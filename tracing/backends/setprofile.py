@@ -7,9 +7,9 @@ or on request. Threads: like the settrace backend (see backends/settrace.py).
 from __future__ import annotations
 
 import sys
-import threading
 
 from tracing.backends import Hooks
+from tracing.backends.globalhook import GlobalHook
 from tracing.records import CALL, RETURN
 
 
@@ -21,20 +21,8 @@ class SetprofileBackend:
         self.hooks = hooks
         self.classify = hooks.classify
         self.active = False
-        self._previous: tuple | None = None  # the hook installed before ours, put back at the end
+        self.hook = GlobalHook("profile")
         self._profile = None
-
-    def _install(self, fn) -> None:
-        if self._previous is None:
-            self._previous = (sys.getprofile(),)
-            if self._previous[0] is not None:
-                print("Warning: hangdoctor tracing replaces this thread's setprofile function (a debugger, profiler or "
-                      "coverage?); it is put back when tracing stops", file=sys.stderr)
-        if sys.version_info >= (3, 12):
-            threading.setprofile_all_threads(fn)
-        else:
-            threading.setprofile(fn)
-            sys.setprofile(fn)
 
     def adopt(self, frame) -> None:
         """A frame open at the start: the profile hook reports its return without help."""
@@ -45,7 +33,7 @@ class SetprofileBackend:
 
         def waiting(frame, event, arg):
             if self.active:
-                sys.setprofile(self._profile)
+                self.hook.set_this_thread(self._profile)
                 return
             if event != "call":
                 return
@@ -60,7 +48,7 @@ class SetprofileBackend:
             if hit:
                 on_match(frame)
 
-        self._install(waiting)
+        self.hook.install(waiting)
 
     def begin(self) -> None:
         hooks = self.hooks
@@ -94,14 +82,8 @@ class SetprofileBackend:
 
         self._profile = profile
         self.active = True
-        self._install(profile)
+        self.hook.install(profile)
 
     def end(self) -> None:
         self.active = False
-        if sys.version_info >= (3, 12):
-            threading.setprofile_all_threads(None)
-        else:
-            threading.setprofile(None)  # type: ignore[arg-type]
-            sys.setprofile(None)
-        if self._previous is not None and self._previous[0] is not None:
-            sys.setprofile(self._previous[0])
+        self.hook.remove()

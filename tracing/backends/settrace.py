@@ -13,9 +13,9 @@ running ones too. Before 3.12 a thread that is already running cannot be hooked 
 from __future__ import annotations
 
 import sys
-import threading
 
 from tracing.backends import Hooks
+from tracing.backends.globalhook import GlobalHook
 from tracing.records import CALL, RETURN
 
 
@@ -27,20 +27,8 @@ class SettraceBackend:
         self.hooks = hooks
         self.classify = hooks.classify
         self.active = False
-        self._previous: tuple | None = None  # the hook installed before ours, put back at the end
+        self.hook = GlobalHook("trace")
         self._trace, self._local = self._build()
-
-    def _install(self, fn) -> None:
-        if self._previous is None:
-            self._previous = (sys.gettrace(),)
-            if self._previous[0] is not None:
-                print("Warning: hangdoctor tracing replaces this thread's settrace function (a debugger, profiler or "
-                      "coverage?); it is put back when tracing stops", file=sys.stderr)
-        if sys.version_info >= (3, 12):
-            threading.settrace_all_threads(fn)
-        else:
-            threading.settrace(fn)
-            sys.settrace(fn)
 
     def adopt(self, frame) -> None:
         """A selected frame open at the start: give it the local trace function so that its return is heard."""
@@ -53,7 +41,7 @@ class SettraceBackend:
 
         def waiting(frame, event, arg):
             if self.active:  # another thread matched first: switch this one over
-                sys.settrace(self._trace)
+                self.hook.set_this_thread(self._trace)
                 return self._trace(frame, event, arg)
             code = frame.f_code
             hit = seen.get(code)
@@ -68,11 +56,11 @@ class SettraceBackend:
                 return frame.f_trace
             return None
 
-        self._install(waiting)
+        self.hook.install(waiting)
 
     def begin(self) -> None:
         self.active = True
-        self._install(self._trace)
+        self.hook.install(self._trace)
 
     def _build(self):
         hooks = self.hooks
@@ -109,10 +97,4 @@ class SettraceBackend:
 
     def end(self) -> None:
         self.active = False
-        if sys.version_info >= (3, 12):
-            threading.settrace_all_threads(None)
-        else:
-            threading.settrace(None)  # type: ignore[arg-type]
-            sys.settrace(None)
-        if self._previous is not None and self._previous[0] is not None:
-            sys.settrace(self._previous[0])
+        self.hook.remove()
