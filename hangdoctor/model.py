@@ -52,6 +52,9 @@ class Frame:
 Stack = tuple[Frame, ...]  # innermost frame first
 
 
+Locals = dict[str, str]  # py-spy --locals: argument or local name -> its repr, e.g. {"src": "6"}
+
+
 @dataclass(slots=True)
 class ThreadStack:
     thread_id: int  # the OS thread id (equal to the pid for the main thread)
@@ -59,6 +62,8 @@ class ThreadStack:
     frames: Stack
     active: bool | None = None  # py-spy's active/idle; None when unknown
     owns_gil: bool | None = None
+    locals: tuple[Locals | None, ...] | None = None  # per frame, aligned with frames (py-spy --locals); else None
+    truncated: bool = False  # the dump was cut off inside this thread: its outermost frames are lost
 
 
 @dataclass(slots=True)
@@ -75,6 +80,7 @@ class Sample:
     error: str = ""  # py-spy's error line, or why no dump was taken
     seconds: float = 0.0  # how long the dump took
     nonblocking: bool = False  # read without pausing the process
+    source: str = ""  # where this sample was read from (a file), when not from a live collector
 
     @property
     def responded(self) -> bool:
@@ -103,6 +109,8 @@ class RankIdentity:
     coords: RankCoords | None = None  # (dp, pp, tp), when the topology is known
     rank_source: str = "env"  # "env" (RANK/SLURM_PROCID in its environment), "local_rank", "order" (assumed)
     cmdline: tuple[str, ...] = ()
+    ppid: int | None = None
+    gpu: bool | None = None  # a GPU runtime is loaded in it (libcuda in /proc/PID/maps); None: unknown (a paste)
 
     def coords_label(self) -> str:
         c = self.coords
@@ -137,6 +145,20 @@ class NodeReport:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A process found beside the ranks that is not one: a launcher or a rank's helper (DataLoader worker)."""
+
+    host: str
+    pid: int
+    role: str  # "launcher" or "worker"
+    why: str  # e.g. "torchrun agent (its stack)", "parent of ranks 0-3"
+    cmdline: tuple[str, ...] = ()
+    ppid: int | None = None
+    where: str = ""  # its innermost Python frames, e.g. "load (torch/serialization.py) <- __getitem__ (data.py)"
+    idle: bool = True  # it waits for work (a worker's queue, a launcher's poll), rather than doing it
+
+
 @dataclass(slots=True)
 class Collection:
     """Everything analysis needs: the ranks, the topology, the expected world size, what went wrong."""
@@ -151,3 +173,7 @@ class Collection:
     interval: float = 0.0  # seconds between samples
     warnings: list[str] = field(default_factory=list)
     whole_job: bool = True  # False when the user picked processes (--pid): absent ranks are not "missing"
+    set_aside: list[SetAside] = field(default_factory=list)  # launchers and workers, never counted as ranks
+    source_lines: dict[tuple[str, int], str] = field(default_factory=dict)  # (file, line) -> text, read on the node
+    native: bool = False  # native frames were asked for (--native) or are in the dumps
+    partial: list[str] = field(default_factory=list)  # why the input is incomplete (a dump cut off, ...)

@@ -1,18 +1,42 @@
-"""One view per rank: its final status, the stack it sits in, the call it waits in, and whether it moved.
+"""One view per rank: its final status, the stack it sits in, what it waits on, and the evidence for it.
 
 Across repeated samples (`--samples K --interval S`) a rank whose main-thread stack never changes is
 "stuck"; one whose stack changed is "progressing" (slow, not hung). With a single answered sample it is
 "unknown". The stack shown for a rank is its last answered one (else the last one read at all).
+
+A rank's activity is what its stack and the other evidence say it is doing: the kind of wait the table names
+(collective, device-sync, lock, ...), "busy" (outside any wait and running: its stack changed, it used the
+CPU, or py-spy saw it holding the GIL), or "unknown" (outside any wait we know, nothing says it runs).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from hangdoctor.analysis.waits import Wait, find_wait, innermost_python
-from hangdoctor.model import OK, Frame, RankIdentity, RankRecord, Sample, Stack
+from hangdoctor.analysis.waits import Wait, WaitTable, innermost_python
+from hangdoctor.model import OK, Frame, RankIdentity, RankRecord, Sample, Stack, ThreadStack
 
 STUCK, PROGRESSING, UNKNOWN = "stuck", "progressing", "unknown"
+BUSY = "busy"
+BUSY_CPU = 50.0  # percent of one core, averaged over the samples
+_PEER_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root", "group_src",
+              "group_dst", "src_stage", "dst_stage")
+_GPU_LIBS = re.compile(r"libcuda|libcudart|libnccl|libtorch_cuda|libc10_cuda|libamdhip|librccl|libhsa")
+
+
+@dataclass(slots=True)
+class Peer:
+    """The other side a wait names in its locals (py-spy --locals), e.g. the src of a broadcast."""
+
+    name: str  # the local's name: src, dst, group_src, ...
+    value: int
+    frame: Frame  # the frame whose locals hold it
+
+    @property
+    def is_global(self) -> bool:
+        """A global rank (torch's src/dst); group_src, src_stage and the like are positions in a group."""
+        return self.name in ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root")
 
 
 @dataclass(slots=True)
@@ -27,6 +51,11 @@ class RankView:
     error: str = ""
     answered: int = 0  # samples that answered
     samples: int = 0
+    active: bool | None = None  # py-spy saw the main thread running in every answered sample (False: idle in all)
+    gil: bool | None = None  # ... and holding the GIL in every one
+    peer: Peer | None = None
+    gpu: bool | None = None  # a GPU is in use (collector's /proc maps, or CUDA/NCCL frames); None: unknown
+    truncated: bool = False  # its dump was cut off
 
     @property
     def rank(self) -> int:
@@ -35,6 +64,23 @@ class RankView:
     @property
     def responded(self) -> bool:
         return self.status == OK
+
+    @property
+    def activity(self) -> str:
+        """A wait kind, BUSY or UNKNOWN (for ranks that answered)."""
+        if self.wait is not None:
+            return self.wait.kind
+        if self.progress == PROGRESSING or self.runs:
+            return BUSY
+        return UNKNOWN
+
+    @property
+    def runs(self) -> bool:
+        """Evidence that it executes, outside any wait: CPU use, or py-spy saw it holding the GIL (or running
+        at all, in a job known to have no GPU to spin on)."""
+        if self.cpu_percent is not None and self.cpu_percent >= BUSY_CPU:
+            return True
+        return bool(self.active and (self.gil or self.gpu is False))
 
     @property
     def position(self) -> str:
@@ -49,6 +95,10 @@ class RankView:
         return innermost_python(self.stack)
 
 
+def main_thread(sample: Sample, pid: int) -> ThreadStack | None:
+    return sample.main_thread(pid)
+
+
 def main_stack(sample: Sample, pid: int) -> Stack:
     thread = sample.main_thread(pid)
     return thread.frames if thread is not None else ()
@@ -61,33 +111,74 @@ def progress_of(stacks: list[Stack]) -> str:
     return STUCK if all(s is first or s == first for s in stacks[1:]) else PROGRESSING
 
 
-def view_rank(record: RankRecord, waits: dict[int, Wait | None] | None = None) -> RankView:
-    """`waits` memoises find_wait per interned stack (id -> Wait), shared across ranks."""
+def _all(values: list[bool | None]) -> bool | None:
+    known = [v for v in values if v is not None]
+    if not known or len(known) < len(values):
+        return None
+    return True if all(known) else (False if not any(known) else None)
+
+
+def gpu_in_stack(stack: Stack) -> bool:
+    return any((f.native and _GPU_LIBS.search(f.file)) or f.file.startswith("torch/cuda/") for f in stack)
+
+
+def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None] | None = None,
+              source: dict | None = None) -> RankView:
+    """`memo` memoises the wait per interned stack (id -> Wait), shared across ranks."""
     pid = record.identity.pid
     samples = record.samples
     answered = [s for s in samples if s.status == OK]
-    stacks = [main_stack(s, pid) for s in answered]
+    threads = [t for t in (s.main_thread(pid) for s in answered) if t is not None]
+    stacks = [t.frames for t in threads]
     last = samples[-1] if samples else None
-    if stacks:
-        stack = stacks[-1]
+    if threads:
+        thread = threads[-1]
     else:
         readable = [s for s in samples if s.threads]
-        stack = main_stack(readable[-1], pid) if readable else ()
+        thread = readable[-1].main_thread(pid) if readable else None
+    stack = thread.frames if thread is not None else ()
     cpus = [s.cpu_percent for s in samples if s.cpu_percent is not None]
+    wait = _wait(stack, table, memo, source)
+    gpu = record.identity.gpu
+    if gpu is None and stack and gpu_in_stack(stack):
+        gpu = True
     return RankView(
         identity=record.identity, status=last.status if last else "missing", stack=stack,
-        wait=_wait(stack, waits), progress=progress_of(stacks),
+        wait=wait, progress=progress_of(stacks),
         state=last.state if last else "", cpu_percent=round(sum(cpus) / len(cpus), 1) if cpus else None,
         error=last.error if last else "", answered=len(answered), samples=len(samples),
+        active=_all([t.active for t in threads]), gil=_all([t.owns_gil for t in threads]),
+        peer=peer_of(thread, wait) if thread is not None and wait is not None else None, gpu=gpu,
+        truncated=any(t.truncated for s in samples for t in s.threads),
     )
 
 
-def _wait(stack: Stack, memo: dict[int, Wait | None] | None) -> Wait | None:
+def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:
+    """The peer rank in the locals of the wait's frames (innermost first: torch's own src/dst is global)."""
+    if not thread.locals or not wait.communicates:
+        return None
+    frames = thread.frames
+    try:
+        end = frames.index(wait.caller) if wait.caller is not None else len(frames)
+    except ValueError:
+        end = len(frames)
+    for index in range(min(end, len(thread.locals))):
+        found = thread.locals[index]
+        if not found:
+            continue
+        for key in _PEER_KEYS:
+            value = found.get(key, "").strip()
+            if value.lstrip("-").isdigit():
+                return Peer(key, int(value), frames[index])
+    return None
+
+
+def _wait(stack: Stack, table: WaitTable, memo: dict[int, Wait | None] | None, source: dict | None) -> Wait | None:
     if not stack:
         return None
     if memo is None:
-        return find_wait(stack)
+        return table.classify(stack, source)
     key = id(stack)
     if key not in memo:
-        memo[key] = find_wait(stack)
+        memo[key] = table.classify(stack, source)
     return memo[key]

@@ -11,7 +11,8 @@ from hangdoctor.analysis.classes import RankClass, build_classes
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.suspects import Place, Suspect, build_places, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
-from hangdoctor.model import OK, PTRACE_DENIED, Collection, NodeReport, Stack
+from hangdoctor.analysis.waits import WaitTable, default_table
+from hangdoctor.model import OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack
 from topology import ParallelDims
 
 
@@ -37,14 +38,19 @@ class Verdict:
     interval: float
     warnings: list[str] = field(default_factory=list)
     all_threads: bool = False  # the tree holds every thread of each rank (the rest of the verdict: main threads)
+    set_aside: list[SetAside] = field(default_factory=list)  # launchers and workers: not ranks
+    partial: list[str] = field(default_factory=list)  # why the input is incomplete, beyond silent ranks
+    native: bool = False  # native frames were asked for or seen
 
 
-def diagnose(collection: Collection, *, all_threads: bool = False) -> Verdict:
+def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTable | None = None) -> Verdict:
     """all_threads: the merged tree holds every thread of each rank, under one `thread NAME` node per thread
-    name; places, classes, waits and suspects stay those of the main threads (where training loops wait)."""
+    name; places, classes, waits and suspects stay those of the main threads (where training loops wait).
+    table: the wait rules (default: the built-in rows after the user's, see wait_rules.py)."""
     dims = collection.dims
+    table = table or default_table()
     waits: dict = {}
-    views = {record.rank: view_rank(record, waits) for record in collection.records}
+    views = {record.rank: view_rank(record, table, waits, collection.source_lines) for record in collection.records}
     whole = collection.whole_job and collection.world_size
     expected = collection.world_size if whole else len(views)
     missing = [r for r in range(expected) if r not in views] if whole else []
@@ -55,7 +61,8 @@ def diagnose(collection: Collection, *, all_threads: bool = False) -> Verdict:
             unresponsive.setdefault(view.status, []).append(rank)
     places = build_places(list(views.values()), dims)
     classes = build_classes(list(views.values()), dims)
-    suspects, hints = find_suspects(list(views.values()), places, dims, missing)
+    suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
+                                    set_aside=collection.set_aside)
     stacks = {rank: view.stack for rank, view in views.items() if view.stack}
     silent = {status: [r for r in ranks if not views[r].stack] for status, ranks in unresponsive.items()}
     if missing:
@@ -72,12 +79,17 @@ def diagnose(collection: Collection, *, all_threads: bool = False) -> Verdict:
         if not node.ok or node.error:
             warnings.append(f"node {node.name}: {node.error or 'failed'}")
     hung = hung_or_not(views, places, collection.samples)
+    partial = list(collection.partial)
+    title = headline(hung, views, places, expected, len(responded), missing, unresponsive)
+    if partial:
+        title += f"; partial: {len(partial)} dump{'s' if len(partial) > 1 else ''} cut off"
     return Verdict(
-        headline=headline(hung, views, places, expected, len(responded), missing, unresponsive),
+        headline=title,
         hung=hung, expected=expected, responded=responded, unresponsive=unresponsive, missing=missing,
         places=places, classes=classes, suspects=suspects, hints=hints, tree=tree, views=views, dims=dims,
         dims_source=collection.dims_source, nodes=collection.nodes, source=collection.source,
-        samples=collection.samples, interval=collection.interval, warnings=warnings, all_threads=all_threads,
+        samples=collection.samples, interval=collection.interval, warnings=warnings + partial, all_threads=all_threads,
+        set_aside=list(collection.set_aside), partial=partial, native=collection.native,
     )
 
 

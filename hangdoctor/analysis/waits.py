@@ -1,15 +1,18 @@
-"""Name what a rank waits in: a collective, point-to-point or barrier call, with the caller that issued it.
+"""Name what a stack waits in, from the table of wait kinds (wait_rules.py): a collective, a device sync, a lock.
 
-A stack (innermost frame first) is read from the innermost Python frame outwards. When that frame lies in
-a communication layer (torch.distributed, deepspeed.comm, DeepSpeed's pipeline p2p, torch futures), the
-whole run of communication-layer frames is the call; the op is the outermost frame of that run whose name
-is a known op (the API the caller used, e.g. deepspeed.comm's `broadcast` over torch's), and the caller is
-the first frame outside it:
+A stack (innermost frame first) is read outwards from its innermost frame. The run of frames that the table
+knows (native frames never end it) is the call; the first Python frame outside it is the caller:
 
     broadcast <- PipelineEngine._aggregate_total_loss (deepspeed/runtime/pipe/engine.py)
 
-With --native, a rank blocked in C++ under a non-communication Python frame (e.g. waiting on a c10d Work
-object, or in NCCL/gloo) is recognised from its native frames, with that Python frame as the caller.
+Within the run, the outermost row of the highest weight names the kind (a queue under DataLoader's
+`_get_data` is a dataloader wait). For communication the op is the outermost op-named frame of the run (the
+API the caller used: deepspeed.comm's `broadcast` over torch's), unless the row names its own op (ZeRO-3's
+`fetch_sub_module` is an all_gather). A stack the table does not know may still be named by the source text
+of its innermost line, when the collector could read it (`h.wait()`, `loss.item()`).
+
+What the whole process is (a torchrun agent, a spawn parent, a DataLoader worker) is read from "process" rows,
+anywhere in its main stack: `process_role`.
 """
 
 from __future__ import annotations
@@ -17,43 +20,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangdoctor.analysis.wait_rules import COMM_KINDS, OP_NAMES, SOURCE_RULES, WaitRule, active_rules
 from hangdoctor.model import Frame, Stack
 
-COMM_FILES = (
-    "torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py",
-    "torch/distributed/_functional_collectives", "torch/distributed/_symmetric_memory",
-    "torch/distributed/utils.py", "deepspeed/comm/", "deepspeed/runtime/pipe/p2p.py", "torch/futures/",
-    "torch/cuda/__init__.py",  # synchronize: waiting for the GPU, often for a collective's kernel
-    "megatron/core/pipeline_parallel/p2p_communication.py", "megatron/p2p_communication.py",
-)
-P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv", "send_obj", "recv_obj",
-                 "send_object_list", "recv_object_list", "_communicate", "send_forward", "recv_forward",
-                 "send_backward", "recv_backward"})
-BARRIER = frozenset({"barrier", "monitored_barrier"})
-WAIT = frozenset({"wait", "wait_all", "synchronize"})
-COLLECTIVE = frozenset({
-    "broadcast", "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_gather_coalesced",
-    "all_gather_base", "_all_gather_base", "allgather_fn", "reduce_scatter", "reduce_scatter_tensor",
-    "_reduce_scatter_base", "reduce_scatter_fn", "all_to_all", "all_to_all_single", "reduce", "gather", "scatter",
-    "broadcast_object_list", "scatter_object_list", "gather_object", "all_reduce_coalesced", "inference_all_reduce",
-    "all_reduce_coalesced", "allreduce", "allgather", "reduce_scatter_coalesced",
-})
-OPS = P2P | BARRIER | WAIT | COLLECTIVE
-# Native frames that block in a communication library, e.g. "c10d::ProcessGroupGloo::AsyncWork::wait",
-# "ncclAllReduce", "gloo::transport::tcp::UnboundBuffer::waitRecv".
-_NATIVE_OP = re.compile(r"(?i)(allreduce|all_reduce|broadcast|allgather|all_gather|reducescatter|reduce_scatter|"
-                        r"alltoall|barrier|waitrecv|waitsend|recv|send|wait)")
-_NATIVE_LIB = re.compile(r"(c10d::|gloo::|nccl|ProcessGroup|rccl|mpi_)", re.IGNORECASE)
+_SURE_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """A communication call a rank is inside."""
+    """What a rank waits in, and how we know."""
 
-    op: str  # e.g. "broadcast", "recv", "barrier"
-    kind: str  # "collective", "p2p", "barrier" or "wait"
-    caller: Frame | None  # first frame outside the communication layer
-    call: Frame  # the op's own frame (the API the caller called)
+    op: str  # e.g. "broadcast", "recv", "barrier", "backward", "synchronize", "FileBaton"
+    kind: str  # a kind of wait_rules.KINDS
+    caller: Frame | None  # first Python frame outside the call
+    call: Frame  # the frame that names the op (or the innermost frame the table knows)
+    says: str = ""  # what it waits on, in words
+    sure: str = "high"  # how sure the frames make us: high, medium, low
+    evidence: str = "frame"  # "frame" (a Python frame), "native" (a C/C++ frame) or "source" (the line's text)
+    framework: str = ""
 
     @property
     def label(self) -> str:
@@ -62,64 +46,107 @@ class Wait:
             return f"{self.op} ({self.call.file})"
         return f"{self.op} <- {self.caller.name} ({self.caller.file})"
 
-
-def kind_of(op: str) -> str:
-    if op in P2P:
-        return "p2p"
-    if op in BARRIER:
-        return "barrier"
-    if op in WAIT:
-        return "wait"
-    return "collective"
+    @property
+    def communicates(self) -> bool:
+        return self.kind in COMM_KINDS
 
 
-def base_name(name: str) -> str:
+class WaitTable:
+    """The rules, with each frame's first matching row memoised (frames are interned: thousands of ranks share
+    a handful of frame objects)."""
+
+    def __init__(self, rules: tuple[WaitRule, ...]):
+        self.rules = tuple(r for r in rules if r.role != "process")
+        self.process_rules = tuple(r for r in rules if r.role == "process")
+        self._row: dict[Frame, WaitRule | None] = {}
+        self._role: dict[Frame, WaitRule | None] = {}
+
+    def row(self, frame: Frame) -> WaitRule | None:
+        try:
+            return self._row[frame]
+        except KeyError:
+            found = self._row[frame] = next(
+                (r for r in self.rules if r.matches(frame.name, frame.file, frame.native)), None)
+            return found
+
+    def process_role(self, frames: Stack) -> WaitRule | None:
+        """The "process" row that matches any frame of this stack (launcher, worker), or None."""
+        for frame in frames:
+            try:
+                found = self._role[frame]
+            except KeyError:
+                found = self._role[frame] = next(
+                    (r for r in self.process_rules if r.matches(frame.name, frame.file, frame.native)), None)
+            if found is not None:
+                return found
+        return None
+
+    def classify(self, frames: Stack, source: dict | None = None) -> Wait | None:
+        """The wait this stack is in, or None. `source`: {(file, line): text} of lines the collector read."""
+        voters: list[tuple[int, WaitRule]] = []
+        end = -1  # index of the outermost Python frame of the call
+        for index, frame in enumerate(frames):
+            rule = self.row(frame)
+            if frame.native:
+                if rule is not None and rule.role == "wait":
+                    voters.append((index, rule))
+                continue
+            if rule is None:
+                break
+            end = index
+            if rule.role == "wait":
+                voters.append((index, rule))
+        if not voters:
+            return _from_source(frames, source)
+        caller = next((f for f in frames[end + 1:] if not f.native), None)
+        weight = max(rule.weight for _, rule in voters)
+        index, rule = max(((i, r) for i, r in voters if r.weight == weight), key=lambda item: item[0])
+        sure = min((r.sure for _, r in voters if r.kind == rule.kind), key=_SURE_ORDER.__getitem__)
+        call, op = frames[index], rule.op
+        if not op and rule.kind in COMM_KINDS:
+            named = [i for i in range(end + 1) if not frames[i].native and _base(frames[i].name) in OP_NAMES]
+            if named:
+                call = frames[named[-1]]
+                op = _base(call.name)
+        op = op or (_base(call.name) if _base(call.name) in OP_NAMES else rule.kind)
+        return Wait(op=op, kind=rule.kind, caller=caller, call=call, says=rule.says, sure=sure,
+                    evidence="native" if call.native else "frame", framework=rule.framework)
+
+
+def _from_source(frames: Stack, source: dict | None) -> Wait | None:
+    if not source:
+        return None
+    first = next((f for f in frames if not f.native), None)
+    text = source.get((first.file, first.line)) if first is not None else None
+    if not text:
+        return None
+    for kind, pattern, op, says in SOURCE_RULES:
+        if re.search(pattern, text):  # the line itself makes the C call: it is the caller
+            return Wait(op=op, kind=kind, caller=first, call=first, says=f"{says}: `{text.strip()[:80]}`",
+                        sure="medium", evidence="source", framework="source line")
+    return None
+
+
+def _base(name: str) -> str:
     """"TorchBackend.broadcast" -> "broadcast"; "_exception_logger.<locals>.wrapper" -> "wrapper"."""
     return name.rsplit(".", 1)[-1]
 
 
-def in_comm_layer(frame: Frame) -> bool:
-    return not frame.native and any(part in frame.file for part in COMM_FILES)
-
-
-def _native_op(frames: Stack, upto: int) -> str | None:
-    for frame in frames[:upto]:
-        if frame.native and _NATIVE_LIB.search(frame.name):
-            match = _NATIVE_OP.search(frame.name.rsplit("::", 1)[-1]) or _NATIVE_OP.search(frame.name)
-            if match:
-                op = match.group(1).lower()
-                return {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-                        "alltoall": "all_to_all", "waitrecv": "recv", "waitsend": "send"}.get(op, op)
-    return None
-
-
-def find_wait(frames: Stack) -> Wait | None:
-    """The communication call this stack is in, or None."""
-    first_py = next((i for i, f in enumerate(frames) if not f.native), None)
-    if first_py is None:
-        return None
-    if not in_comm_layer(frames[first_py]):
-        op = _native_op(frames, first_py)
-        if op is None:
-            return None
-        return Wait(op=op, kind=kind_of(op), caller=frames[first_py], call=frames[first_py - 1])
-    end = first_py
-    call: Frame | None = None
-    for i in range(first_py, len(frames)):
-        frame = frames[i]
-        if frame.native:
-            continue
-        if not in_comm_layer(frame):
-            break
-        end = i
-        if base_name(frame.name) in OPS:
-            call = frame
-    if call is None:
-        return None  # inside torch.distributed but not in a communication call (e.g. rendezvous bookkeeping)
-    caller = next((f for f in frames[end + 1:] if not f.native), None)
-    op = base_name(call.name)
-    return Wait(op=op, kind=kind_of(op), caller=caller, call=call)
-
-
 def innermost_python(frames: Stack) -> Frame | None:
     return next((f for f in frames if not f.native), frames[0] if frames else None)
+
+
+_default: WaitTable | None = None
+
+
+def default_table() -> WaitTable:
+    """The built-in rows, after the user's from $HANGDOCTOR_WAIT_RULES (read once)."""
+    global _default
+    if _default is None:
+        _default = WaitTable(active_rules())
+    return _default
+
+
+def find_wait(frames: Stack, table: WaitTable | None = None) -> Wait | None:
+    """The wait this stack is in, by the default table."""
+    return (table or default_table()).classify(frames)

@@ -23,10 +23,13 @@ _GONE = ("no such process", "failed to get process executable name", "no such fi
          "check that the process is running")
 
 
-def pyspy_command(pyspy: str, pid: int, *, json_out: bool, native: bool, nonblocking: bool) -> list:
+def pyspy_command(pyspy: str, pid: int, *, json_out: bool, native: bool, nonblocking: bool,
+                  local_vars: bool = False) -> list:
     cmd = [pyspy, "dump", "--pid", str(pid)]
     if json_out:
         cmd.append("--json")
+    if local_vars:
+        cmd.append("--locals")
     if native and not nonblocking:  # py-spy refuses --native with --nonblocking
         cmd.append("--native")
     if nonblocking:
@@ -97,7 +100,8 @@ def default_parallel() -> int:
 
 
 def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = True, native: bool = False,
-              on_done=None, parallel: int | None = None, deadline: float | None = None) -> dict:
+              on_done=None, parallel: int | None = None, deadline: float | None = None,
+              local_vars: bool = False) -> dict:
     """requests: [(pid, nonblocking), ...]. Returns {pid: result}; every result has status, seconds, error,
     nonblocking, native. Each py-spy gets `timeout` seconds from its own start, and all end by `deadline`
     (time.monotonic()); `on_done(pid)` is called as each finishes."""
@@ -118,7 +122,8 @@ def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = Tr
                 continue
             try:
                 proc = subprocess.Popen(
-                    pyspy_command(pyspy, pid, json_out=json_out, native=native, nonblocking=nonblocking),
+                    pyspy_command(pyspy, pid, json_out=json_out, native=native, nonblocking=nonblocking,
+                                  local_vars=local_vars),
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
             except OSError as exc:
                 results[pid].update(status=ERROR, error=f"cannot run {pyspy}: {exc.strerror or exc}")

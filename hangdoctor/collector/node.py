@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from hangdoctor.collector import compact, dump, procs
+from hangdoctor.collector import compact, dump, procs, source
 
 FORMAT = "hangdoctor-node/1"
 D_STATE, STOPPED = "d-state", "stopped"
@@ -30,7 +30,7 @@ def held_reason(state: str) -> str:
 
 
 def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking: bool, json_out: bool,
-                timeout: float, on_done=None, deadline: float | None = None) -> dict:
+                timeout: float, on_done=None, deadline: float | None = None, local_vars: bool = False) -> dict:
     """One sample of every pid, all dumped at once: {pid: sample dict}."""
     samples, requests = {}, []
     for pid in pids:
@@ -47,7 +47,7 @@ def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking
         # D: a blocking dump would wait for the kernel forever; T: a stopped process cannot be paused.
         requests.append((pid, nonblocking or stat["state"] in ("D", "T", "t")))
     results = dump.dump_many(pyspy, requests, timeout=timeout, json_out=json_out, native=native, on_done=on_done,
-                             deadline=deadline)
+                             deadline=deadline, local_vars=local_vars)
     for pid, result in results.items():
         sample = samples[pid]
         sample.update(result)
@@ -70,7 +70,8 @@ def collect(options: dict, progress=None) -> dict:
     doc = {
         "format": FORMAT, "node": name, "hostname": os.uname().nodename, "collector_pid": os.getpid(),
         "python": sys.version.split()[0], "started": started, "finished": None, "options": {
-            key: options.get(key) for key in ("samples", "interval", "native", "nonblocking", "dump_timeout", "match", "pids")
+            key: options.get(key) for key in ("samples", "interval", "native", "locals", "nonblocking", "dump_timeout",
+                                              "match", "pids")
         },
         "pyspy": {"path": options["pyspy"], "version": ""},
         "processes": [], "skipped": [], "errors": [],
@@ -89,6 +90,7 @@ def collect(options: dict, progress=None) -> dict:
                                                  among=options.get("among"))
     for info in infos:
         info["samples"] = []
+        info["gpu"] = procs.gpu_loaded(info["pid"])
     doc["processes"] = infos
     if not infos:
         doc["finished"] = time.time()
@@ -126,7 +128,8 @@ def collect(options: dict, progress=None) -> dict:
         stop_by = None if remaining is None else time.monotonic() + remaining - 0.2
         taken = take_sample(options["pyspy"], pids, index, native=bool(options.get("native")),
                             nonblocking=bool(options.get("nonblocking")), json_out=options.get("json", True),
-                            timeout=timeout, on_done=one_done, deadline=stop_by)
+                            timeout=timeout, on_done=one_done, deadline=stop_by,
+                            local_vars=bool(options.get("locals")))
         for info in infos:
             info["samples"].append(taken[info["pid"]])
         # CPU use of each process since the previous reading, at least cpu_window seconds apart.
@@ -144,8 +147,9 @@ def collect(options: dict, progress=None) -> dict:
             ticks[info["pid"]] = current
         tick_time = now
     doc["pyspy"]["version"] = _finish_version(version)
+    doc["source_lines"] = source.innermost_lines(infos)
     doc["finished"] = time.time()
-    return compact.factor(doc)
+    return compact.factor(compact.drop_addresses(doc) if options.get("locals") else doc)
 
 
 def _start_version(pyspy: str):

@@ -136,6 +136,20 @@ def describe_process(pid: int, env: dict | None = None) -> dict | None:
     }
 
 
+GPU_RUNTIMES = (b"libcuda.so", b"libamdhip64.so", b"libhsa-runtime64.so", b"libze_loader.so")
+
+
+def gpu_loaded(pid: int) -> bool | None:
+    """Whether a GPU runtime is mapped into the process (it uses a GPU: NCCL collectives are asynchronous
+    there); None when its maps cannot be read."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as handle:
+            maps = handle.read()
+    except OSError:
+        return None
+    return any(name in maps for name in GPU_RUNTIMES)
+
+
 def env_matches(env: dict, match: dict) -> bool:
     """Every key of `match` is set; where a value is given it must be equal."""
     for key, value in match.items():

@@ -88,7 +88,8 @@ def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console,
 
 
 def exit_code(verdict: Verdict) -> int:
-    complete = not verdict.missing and not verdict.unresponsive and len(verdict.responded) >= verdict.expected
+    complete = not verdict.missing and not verdict.unresponsive and len(verdict.responded) >= verdict.expected \
+        and not verdict.partial
     return EXIT_OK if complete else EXIT_PARTIAL
 
 

@@ -9,43 +9,35 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from hangdoctor.analysis.launchers import set_aside
+from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
 from hangdoctor.formats.pyspy_text import looks_like_text_dump, parse_text
-from hangdoctor.identity import TopologyFlags, assign_missing_ranks, build_records, guess_topology, split_cmdline
+from hangdoctor.identity import (TopologyFlags, assign_missing_ranks, build_records, guess_topology, natural_key,
+                                 split_cmdline)
 from hangdoctor.model import OK, Collection, NodeReport, Sample
 
 _SUFFIXES = (".json", ".out", ".txt", ".log", ".dump", ".trace")
-# Launchers that `ps | grep python` also catches: their stacks say what they are.
-_LAUNCHER_FILES = ("torch/distributed/elastic/", "torch/distributed/run.py", "torch/distributed/launch.py",
-                   "deepspeed/launcher/")
-_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.launch",
-                     "deepspeed.launcher.runner")
-_LAUNCHER_PROGRAMS = ("torchrun", "deepspeed")
-
-
-def is_launcher(cmdline: str, threads) -> bool:
-    """torchrun's agent, torch.distributed.launch or DeepSpeed's launcher, not a rank."""
-    head = cmdline.split()[:4]
-    if any(arg in _LAUNCHER_MODULES or arg.rsplit("/", 1)[-1] in _LAUNCHER_PROGRAMS for arg in head):
-        return True
-    frames = [f for t in threads for f in t.frames]
-    in_launcher = any(f.file.startswith(_LAUNCHER_FILES) for f in frames)
-    return in_launcher and not any(f.file.startswith("torch/distributed/distributed_c10d") for f in frames)
 
 
 class InputError(ValueError):
     """An input that cannot be read; the message names the file."""
 
 
-def node_from_filename(path: Path) -> str:
+def node_from_filename(path: Path, pid: int | None = None) -> str:
+    """"trace-n3.out" -> "n3"; with the dump's pid, "n3-8218.json" -> "n3" (one file per process)."""
     name = path.name
     for suffix in _SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    return re.sub(r"^(trace|dump|pyspy|py-spy)[-_.]", "", name) or path.name
+    name = re.sub(r"^(trace|dump|pyspy|py-spy)[-_.]", "", name) or path.name
+    if pid:
+        name = re.sub(rf"[-_.](pid)?{pid}$", "", name) or name
+    return name
 
 
 def expand(paths: list[Path]) -> list[Path]:
@@ -61,7 +53,19 @@ def expand(paths: list[Path]) -> list[Path]:
     return files
 
 
-def read_file(path: Path) -> tuple[list[NodeReport], list[Found]]:
+@dataclass
+class Extras:
+    """What files carry beside their processes."""
+
+    notes: list[str] = field(default_factory=list)  # what a reader left out or guessed
+    partial: list[str] = field(default_factory=list)  # why the input is incomplete (a dump cut off)
+    source_lines: dict = field(default_factory=dict)  # (file, line) -> text, read by collectors
+    native: bool = False  # a collector was asked for native frames
+
+
+def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport], list[Found]]:
+    """One input file's processes; `extras` collects what it carries beside them."""
+    extras = Extras() if extras is None else extras
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
@@ -75,35 +79,67 @@ def read_file(path: Path) -> tuple[list[NodeReport], list[Found]]:
         if is_node_doc(data):
             try:
                 report, found = read_node_doc(data, node_from_filename(path))
-            except (ValueError, KeyError, TypeError) as exc:
+                extras.source_lines.update(source_lines_of([data]))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise InputError(f"{path}: damaged hangdoctor node file ({exc})") from None
+            extras.native = extras.native or bool((data.get("options") or {}).get("native"))
             return [report], found
         if isinstance(data, list):
             try:
                 threads = parse_threads(data)
             except ValueError as exc:
                 raise InputError(f"{path}: not a py-spy JSON dump ({exc})") from None
-            host = node_from_filename(path)
-            found = Found(host=host, pid=pid_of(data) or 0, rank=None, rank_source="order",
-                          samples=[Sample(index=0, time=path.stat().st_mtime, status=OK, threads=threads)])
+            pid = pid_of(data) or 0
+            host = node_from_filename(path, pid)
+            found = Found(host=host, pid=pid, rank=None, rank_source="order",
+                          samples=[Sample(index=0, time=path.stat().st_mtime, status=OK, threads=threads,
+                                          source=str(path))])
             return [NodeReport(name=host, ranks_found=1)], [found]
         raise InputError(f"{path}: JSON that is neither a hangdoctor node file nor a py-spy dump")
     if looks_like_text_dump(text) or "Error:" in text:
-        host = node_from_filename(path)
-        found, skipped = [], []
+        file_host = node_from_filename(path)
+        found: list[Found] = []
         for proc in parse_text(text):
-            if is_launcher(proc.cmdline, proc.threads):
-                skipped.append(f"pid {proc.pid}: launcher ({proc.cmdline[:80] or 'its stack is in a launcher'})")
+            if proc.status == "fragment":
+                extras.notes.append(f"{path}: {proc.error}")
                 continue
+            host = proc.host or file_host
+            if proc.truncated:
+                extras.partial.append(f"{path}: the dump of {f'pid {proc.pid}' if proc.pid else 'a process'} is cut off "
+                             f"(its stack does not reach its start): partial")
             found.append(Found(
-                host=host, pid=proc.pid, rank=None, rank_source="order", cmdline=split_cmdline(proc.cmdline),
+                host=host, pid=proc.pid, rank=proc.rank, rank_source="prefix" if proc.rank is not None else "order",
+                cmdline=split_cmdline(proc.cmdline),
                 samples=[Sample(index=0, time=path.stat().st_mtime, status=proc.status, threads=tuple(proc.threads),
-                                error=proc.error)],
+                                error=proc.error, source=str(path))],
             ))
         if not found:
-            raise InputError(f"{path}: no py-spy dump of a rank in this file")
-        return [NodeReport(name=host, ranks_found=len(found), skipped=skipped)], found
+            raise InputError(f"{path}: no py-spy dump of a process in this file")
+        hosts = sorted({f.host for f in found}, key=natural_key)
+        return [NodeReport(name=h, ranks_found=sum(1 for f in found if f.host == h)) for h in hosts], found
     raise InputError(f"{path}: not a py-spy dump (JSON or text) nor a hangdoctor node file")
+
+
+def merge_samples(found: list[Found]) -> list[Found]:
+    """Dumps of the same process (same host and pid, e.g. `analyze s1/ s2/`) are samples of one rank, in time
+    order (reading order where times tie)."""
+    merged: dict[tuple[str, int], Found] = {}
+    out = []
+    for f in found:
+        key = (f.host, f.pid)
+        if not f.pid or key not in merged:
+            merged[key] = f
+            out.append(f)
+            continue
+        first = merged[key]
+        first.samples = first.samples + f.samples
+        first.rank = first.rank if first.rank is not None else f.rank
+    for f in out:
+        if len(f.samples) > 1:
+            f.samples = sorted(f.samples, key=lambda s: s.time)  # stable: reading order among equal times
+            for index, sample in enumerate(f.samples):
+                sample.index = index
+    return out
 
 
 def merge_same_host(reports: list[NodeReport]) -> list[NodeReport]:
@@ -118,44 +154,72 @@ def merge_same_host(reports: list[NodeReport]) -> list[NodeReport]:
 
 
 def build_collection(reports: list[NodeReport], found: list[Found], flags: TopologyFlags, *, source: str,
-                     samples: int = 1, interval: float = 0.0, warnings: list[str] | None = None) -> Collection:
-    """Settle identities (ranks, coordinates) once, and wrap everything analysis needs."""
+                     samples: int = 1, interval: float = 0.0, warnings: list[str] | None = None,
+                     table: WaitTable | None = None, partial: list[str] | None = None,
+                     source_lines: dict | None = None, native: bool = False) -> Collection:
+    """Set launchers and workers aside, merge samples of the same process, settle identities (ranks,
+    coordinates) once, and wrap everything analysis needs."""
     notes = list(warnings or [])
+    found, aside = set_aside(merge_samples(found), table or default_table())
+    most = max((len(f.samples) for f in found), default=1)
+    if most > samples:  # dumps of the same processes given as several files
+        times = [s.time for f in found for s in f.samples]
+        interval = round((max(times) - min(times)) / (most - 1), 2) if times else 0.0
+        samples = most
     notes += assign_missing_ranks(found)
     dims, dims_source, world, topo_notes = guess_topology(found, flags)
     notes += topo_notes
     records, record_notes = build_records(found, dims)
     notes += record_notes
+    native = native or any(frame.native for stack in _unique_stacks(found) for frame in stack)
     return Collection(records=records, dims=dims, dims_source=dims_source, world_size=world, nodes=reports,
-                      source=source, samples=samples, interval=interval, warnings=notes)
+                      source=source, samples=samples, interval=interval, warnings=notes, set_aside=aside,
+                      source_lines=dict(source_lines or {}), native=native, partial=list(partial or []))
 
 
-def load_paths(paths: list[Path], flags: TopologyFlags) -> Collection:
+def _unique_stacks(found: list[Found]):
+    seen = set()
+    for f in found:
+        for sample in f.samples:
+            for thread in sample.threads:
+                if id(thread.frames) not in seen:
+                    seen.add(id(thread.frames))
+                    yield thread.frames
+
+
+def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None = None) -> Collection:
     files = expand(paths)
     if not files:
         raise InputError(f"no dump files in {', '.join(map(str, paths))}")
-    reports, found = [], []
+    reports, found, extras = [], [], Extras()
     for path in files:
-        file_reports, file_found = read_file(path)
+        file_reports, file_found = read_file(path, extras)
         reports += file_reports
         found += file_found
-    samples = max((len(f.samples) for f in found), default=1)
-    interval = 0.0
-    times = [s.time for f in found for s in f.samples]
-    if samples > 1 and times:
-        interval = round((max(times) - min(times)) / (samples - 1), 2)
     what = f"{len(files)} file{'s' if len(files) != 1 else ''}"
-    reports = merge_same_host(reports)
-    notes = [f"{r.name}: set aside {s}" for r in reports for s in r.skipped if "launcher" in s]
-    return build_collection(reports, found, flags, source=what, samples=samples, interval=interval, warnings=notes)
+    return build_collection(merge_same_host(reports), found, flags, source=what, warnings=extras.notes, table=table,
+                            partial=extras.partial, source_lines=extras.source_lines, native=extras.native)
+
+
+def source_lines_of(docs: list[dict]) -> dict:
+    """The source lines collectors read on their nodes: {(short file, line): text}."""
+    lines = {}
+    for doc in docs:
+        for key, text in (doc.get("source_lines") or {}).items():
+            file, _, line = str(key).rpartition(":")
+            if file and line.isdigit() and isinstance(text, str):
+                lines[(file, int(line))] = text
+    return lines
 
 
 def collection_from_docs(docs: list[dict], flags: TopologyFlags, *, source: str, samples: int, interval: float,
-                         warnings: list[str] | None = None, failed_nodes: list[NodeReport] | None = None) -> Collection:
+                         warnings: list[str] | None = None, failed_nodes: list[NodeReport] | None = None,
+                         table: WaitTable | None = None) -> Collection:
     reports, found = list(failed_nodes or []), []
     for doc in docs:
         report, node_found = read_node_doc(doc)
         reports.append(report)
         found += node_found
     return build_collection(reports, found, flags, source=source, samples=samples, interval=interval,
-                            warnings=warnings)
+                            warnings=warnings, table=table, source_lines=source_lines_of(docs),
+                            native=any((d.get("options") or {}).get("native") for d in docs))

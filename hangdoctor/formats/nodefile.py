@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.collector.node import FORMAT
 from hangdoctor.formats import frames as interned
-from hangdoctor.formats.pyspy_json import frame_from_json, parse_threads
+from hangdoctor.formats.pyspy_json import frame_from_json, locals_of, parse_threads
 from hangdoctor.formats.pyspy_text import parse_text
 from hangdoctor.model import ERROR, Frame, NodeReport, Sample, ThreadStack
 
@@ -23,6 +23,8 @@ class Found:
     world_size: int | None = None
     cmdline: tuple[str, ...] = ()
     samples: list[Sample] = field(default_factory=list)
+    ppid: int | None = None
+    gpu: bool | None = None  # a GPU runtime loaded (the collector read /proc/PID/maps); None: unknown
 
 
 def is_node_doc(data: object) -> bool:
@@ -42,7 +44,7 @@ def _threads(sample: dict) -> tuple[tuple[ThreadStack, ...], str]:
     return (), ""
 
 
-def _factored_threads(raw: list, table: list[Frame], stacks: dict) -> tuple[ThreadStack, ...]:
+def _factored_threads(raw: list, table: list[Frame], stacks: dict, raw_table: list | None = None) -> tuple[ThreadStack, ...]:
     """The collector's factored threads (frames as indices into the node's table); the hot path at scale.
 
     `stacks` maps a tuple of indices to its interned stack, for the whole node."""
@@ -52,16 +54,21 @@ def _factored_threads(raw: list, table: list[Frame], stacks: dict) -> tuple[Thre
         stack = stacks.get(key)
         if stack is None:
             stack = stacks[key] = interned.stack([table[i] for i in key])
+        local_vars = None
+        if raw_table is not None:  # only when some frame of the node has locals (py-spy --locals)
+            local_vars = locals_of([raw_table[i] for i in key])
         threads.append(ThreadStack(item.get("os_thread_id") or item.get("thread_id") or 0,
-                                   item.get("thread_name") or "", stack, item.get("active"), item.get("owns_gil")))
+                                   item.get("thread_name") or "", stack, item.get("active"), item.get("owns_gil"),
+                                   local_vars))
     return tuple(threads)
 
 
-def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None = None) -> Sample:
+def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None = None,
+                raw_table: list | None = None) -> Sample:
     problem = ""
     if raw.get("pyspy_threads") is not None:
         try:
-            threads = _factored_threads(raw["pyspy_threads"], table or [], {} if stacks is None else stacks)
+            threads = _factored_threads(raw["pyspy_threads"], table or [], {} if stacks is None else stacks, raw_table)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             threads, problem = (), f"unreadable py-spy JSON: {exc!r}"
     else:
@@ -81,7 +88,9 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
         raise ValueError(f"not a hangdoctor node document (expected format {FORMAT})")
     name = doc.get("node") or fallback_name
     try:
-        table = [frame_from_json(f) for f in doc.get("frame_table") or []]
+        raw_table = doc.get("frame_table") or []
+        table = [frame_from_json(f) for f in raw_table]
+        with_locals = raw_table if any(isinstance(f, dict) and f.get("locals") for f in raw_table) else None
     except (AttributeError, TypeError, ValueError) as exc:
         raise ValueError(f"bad frame table: {exc}") from None
     found, stacks = [], {}
@@ -90,7 +99,8 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
         found.append(Found(
             host=name, pid=int(proc["pid"]), rank=rank, rank_source=proc.get("rank_key") or "env",
             local_rank=proc.get("local_rank"), world_size=proc.get("world_size"),
-            cmdline=tuple(proc.get("cmdline") or ()), samples=[read_sample(s, table, stacks) for s in proc.get("samples", [])],
+            cmdline=tuple(proc.get("cmdline") or ()), samples=[read_sample(s, table, stacks, with_locals) for s in proc.get("samples", [])],
+            ppid=proc.get("ppid"), gpu=proc.get("gpu"),
         ))
     errors = list(doc.get("errors") or [])
     report = NodeReport(

@@ -37,9 +37,21 @@ def parse_threads(data: list) -> tuple[ThreadStack, ...]:
         tid = item.get("os_thread_id") or item.get("thread_id") or 0
         threads.append(ThreadStack(
             thread_id=int(tid), name=item.get("thread_name") or "", frames=interned.stack(frames),
-            active=item.get("active"), owns_gil=item.get("owns_gil"),
+            active=item.get("active"), owns_gil=item.get("owns_gil"), locals=locals_of(item["frames"]),
         ))
     return tuple(threads)
+
+
+def locals_of(frames: list) -> tuple | None:
+    """py-spy --locals: per frame {name: repr} (arguments and locals), or None when no frame has any."""
+    if not any(isinstance(f, dict) and f.get("locals") for f in frames):
+        return None
+    out = []
+    for f in frames:
+        items = f.get("locals") if isinstance(f, dict) else None
+        out.append({str(v.get("name")): str(v.get("repr"))[:200] for v in items if isinstance(v, dict)}
+                   if isinstance(items, list) and items else None)
+    return tuple(out)
 
 
 def pid_of(data: list) -> int | None:

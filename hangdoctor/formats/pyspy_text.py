@@ -1,4 +1,4 @@
-"""py-spy's text output, one process or many concatenated (the seed's `trace-%N.out`), -> process dumps.
+"""py-spy's text output, as printed or as people paste it, -> process dumps.
 
 Recognised (py-spy 0.1 to 0.4.3):
 
@@ -6,13 +6,21 @@ Recognised (py-spy 0.1 to 0.4.3):
     Python v3.11.7 (/usr/bin/python3.11)
     Thread 8218 (idle): "MainThread"                          <- also "Thread 0x7F2A... (active)"
         broadcast (torch/distributed/distributed_c10d.py:3151) <- a Python frame, innermost first
-            Arguments: / Locals:                               <- (--locals) deeper indentation, skipped
+            Arguments: / Locals:                               <- (--locals) kept per frame: "src: 6"
         pthread_cond_wait (libc.so.6)                          <- a native frame (--native)
     Error: Failed to get stack traces                          <- this process did not answer
     Caused by: / 0: Failed to suspend process / Stack backtrace: ...
 
-Without "Process" headers (hand-copied excerpts), every "MainThread" starts a new process whose pid is
-the thread id (py-spy prints the OS thread id, which is the pid for the main thread).
+and what pastes do to it: log prefixes and interleaved ranks (paste.py), headers indented or not, frames
+indented by any amount (locals are whatever sits deeper than the frames, under `Arguments:`/`Locals:`),
+frames with no `Thread` line at all (each block of frames, blank-line separated, is one process's main
+thread), several processes per file, the same process dumped twice (two samples, merged by the loader).
+Frames before the first header of a file that has headers belong to a dump that the paste cut off at the
+top: they are left out, with a note. A dump cut off at the end (its last line half a frame, or its last main
+thread short of `<module>`) is marked truncated: a partial report, never a complete one.
+
+Without "Process" headers, every "MainThread" starts a new process whose pid is the thread id (py-spy prints
+the OS thread id, which is the pid for the main thread).
 """
 
 from __future__ import annotations
@@ -22,20 +30,30 @@ from dataclasses import dataclass, field
 
 from hangdoctor.collector.dump import classify_failure, error_line
 from hangdoctor.formats import frames as interned
+from hangdoctor.formats.paste import split_sources
 from hangdoctor.model import OK, Frame, ThreadStack
 
 _PROCESS = re.compile(r"^Process (\d+): ?(.*)$")
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
-_FRAME = re.compile(r"^(?P<name>.+) \((?P<loc>[^()]*)\)$")
+_FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<loc>[^()]*)\)$")
+_LOCALS_HEADER = ("Arguments:", "Locals:")
+# Where stacks begin: a main thread that does not reach one of these was cut off (py-spy prints whole stacks).
+_ROOTS = frozenset({"<module>", "_run_module_as_main", "_run_code", "run_module", "run_path", "_bootstrap",
+                    "Thread._bootstrap", "_bootstrap_inner", "Thread._bootstrap_inner", "spawn_main", "_main",
+                    "_start", "__libc_start_main", "__libc_start_call_main", "clone", "clone3", "start_thread",
+                    "Py_RunMain", "Py_BytesMain", "main"})
 
 
 @dataclass
 class TextProcess:
-    pid: int  # 0 when py-spy failed before naming the process
+    pid: int  # 0 when py-spy failed before naming the process, or a paste gave no header
     cmdline: str = ""
     threads: list[ThreadStack] = field(default_factory=list)
     status: str = OK
     error: str = ""
+    rank: int | None = None  # from a `[rank3]:` or srun `3:` prefix
+    host: str | None = None  # from a pdsh `node1:` prefix
+    truncated: bool = False  # the dump was cut off inside this process
 
 
 @dataclass
@@ -45,6 +63,8 @@ class _Thread:
     active: bool | None
     owns_gil: bool | None
     frames: list[Frame] = field(default_factory=list)
+    locals: list[dict | None] = field(default_factory=list)
+    indent: int | None = None  # the frames' indentation, from the first frame
 
 
 def parse_frame(text: str) -> Frame | None:
@@ -58,76 +78,167 @@ def parse_frame(text: str) -> Frame | None:
     return interned.frame(match["name"], loc, 0, True)
 
 
-def parse_text(text: str) -> list[TextProcess]:
-    processes: list[TextProcess] = []
-    current: TextProcess | None = None
-    thread: _Thread | None = None
-    error_lines: list[str] | None = None  # collecting an "Error:" block
+def _indent(line: str) -> int:
+    return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
 
-    def close_thread() -> None:
-        nonlocal thread
-        if thread is not None and current is not None:
-            current.threads.append(ThreadStack(thread.tid, thread.name, interned.stack(thread.frames),
-                                               thread.active, thread.owns_gil))
-        thread = None
 
-    def close_error() -> None:
-        nonlocal error_lines, current
-        if error_lines is None:
+class _Parser:
+    """One source's lines (one file, or one rank's lines of an interleaved file) -> processes."""
+
+    def __init__(self) -> None:
+        self.processes: list[TextProcess] = []
+        self.current: TextProcess | None = None
+        self.thread: _Thread | None = None
+        self.error_lines: list[str] | None = None
+        self.locals_indent: int | None = None  # inside an Arguments:/Locals: block, deeper than this
+        self.headers = 0  # Process/Thread headers seen
+        self.before_headers = 0  # processes made of headerless frames before the first header
+        self.orphans = 0  # frames that belong to no process we know (before the first header of a source)
+        self.blank_before = False
+
+    def close_thread(self) -> None:
+        thread, self.thread, self.locals_indent = self.thread, None, None
+        if thread is None or self.current is None:
             return
-        block = "\n".join(error_lines)
-        target = current if current is not None and not current.threads else None
+        locals_ = tuple(thread.locals) if any(thread.locals) else None
+        self.current.threads.append(ThreadStack(thread.tid, thread.name, interned.stack(thread.frames),
+                                                thread.active, thread.owns_gil, locals_))
+
+    def close_error(self) -> None:
+        if self.error_lines is None:
+            return
+        block = "\n".join(self.error_lines)
+        target = self.current if self.current is not None and not self.current.threads else None
         if target is None:
             target = TextProcess(pid=0)
-            processes.append(target)
+            self.processes.append(target)
         target.status = classify_failure(block, target.pid, live=False)
         target.error = error_line(block)
-        error_lines = None
-        current = None  # whatever follows belongs to another process
+        self.error_lines = None
+        self.current = None  # whatever follows belongs to another process
 
-    for raw in text.splitlines():
+    def start_process(self, pid: int, cmdline: str = "") -> None:
+        self.close_thread()
+        self.close_error()
+        self.current = TextProcess(pid=pid, cmdline=cmdline)
+        self.processes.append(self.current)
+
+    def header_seen(self) -> None:
+        if not self.headers:
+            self.close_thread()
+            self.before_headers = len(self.processes)
+            self.current = None
+        self.headers += 1
+
+    def feed(self, raw: str) -> None:
         line = raw.rstrip()
         stripped = line.strip()
         if not stripped:
-            continue
-        if (m := _PROCESS.match(stripped)) and not line.startswith(" "):
-            close_thread()
-            close_error()
-            current = TextProcess(pid=int(m[1]), cmdline=m[2])
-            processes.append(current)
-            continue
-        if stripped.startswith(("Error:", "Permission Denied")) and not line.startswith(" "):
-            close_thread()
-            close_error()
-            error_lines = [stripped]
-            continue
-        if error_lines is not None and not (m := _THREAD.match(stripped)):
-            error_lines.append(stripped)
-            continue
-        if (m := _THREAD.match(stripped)) and not line.startswith(" "):
-            close_error()
-            close_thread()
-            tid = int(m[1], 16) if m[1].startswith("0x") else int(m[1])
-            flags = (m[2] or "").lower()
-            name = m[3] or ""
-            if current is None or (name == "MainThread" and any(t.name == "MainThread" for t in current.threads)):
-                current = TextProcess(pid=tid if not m[1].startswith("0x") else 0)
-                processes.append(current)
-            thread = _Thread(tid, name, ("active" in flags) if flags else None, ("gil" in flags) if flags else None)
-            continue
-        if stripped.startswith("Python v") or thread is None:
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent >= 8 or stripped.endswith(":") and stripped in ("Arguments:", "Locals:"):
-            continue  # --locals blocks
-        parsed = parse_frame(stripped)
-        if parsed is not None:
-            thread.frames.append(parsed)
-    close_thread()
-    close_error()
+            self.blank_before = True
+            return
+        blank, self.blank_before = self.blank_before, False
+        indent = _indent(line)
+        if self.locals_indent is not None and indent > self.locals_indent:
+            name, sep, value = stripped.partition(": ")
+            if sep and self.thread is not None and self.thread.locals and self.thread.locals[-1] is not None:
+                self.thread.locals[-1][name] = value[:200]
+            return
+        self.locals_indent = None
+        if m := _PROCESS.match(stripped):
+            self.header_seen()
+            self.start_process(int(m[1]), m[2])
+            return
+        if stripped.startswith(("Error:", "Permission Denied")):
+            self.close_thread()
+            self.close_error()
+            self.error_lines = [stripped]
+            return
+        thread_match = _THREAD.match(stripped)
+        if self.error_lines is not None and not thread_match:
+            self.error_lines.append(stripped)
+            return
+        if thread_match:
+            self.header_seen()
+            self.close_error()
+            self.close_thread()
+            raw_id = thread_match[1]
+            tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
+            flags = (thread_match[2] or "").lower()
+            name = thread_match[3] or ""
+            if self.current is None or (name == "MainThread" and any(t.name == "MainThread" for t in self.current.threads)):
+                self.current = TextProcess(pid=tid if not raw_id.startswith("0x") else 0)
+                self.processes.append(self.current)
+            self.thread = _Thread(tid, name, ("active" in flags) if flags else None, ("gil" in flags) if flags else None)
+            return
+        if stripped.startswith("Python v"):
+            return
+        if stripped in _LOCALS_HEADER:
+            self.locals_indent = indent
+            if self.thread is not None and self.thread.locals:
+                self.thread.locals[-1] = self.thread.locals[-1] or {}
+            return
+        frame = parse_frame(stripped)
+        if frame is None:
+            return
+        if self.thread is None or (blank and self.headers == 0):
+            if self.headers:  # frames after a process header but before any thread line
+                if self.current is None:
+                    self.orphans += 1
+                    return
+            elif self.processes and self.thread is not None:
+                self.close_thread()  # a new block of headerless frames: another process
+                self.current = None
+            if self.current is None:
+                self.current = TextProcess(pid=0)
+                self.processes.append(self.current)
+            self.thread = _Thread(self.current.pid, "MainThread", None, None)
+        self.thread.frames.append(frame)
+        self.thread.locals.append(None)
+
+    def finish(self, last_line: str) -> list[TextProcess]:
+        open_thread, in_locals = self.thread, self.locals_indent is not None
+        self.close_thread()
+        self.close_error()
+        if self.headers and self.before_headers:  # the paste starts inside a dump we do not have
+            cut, self.processes = self.processes[:self.before_headers], self.processes[self.before_headers:]
+            self.orphans += sum(len(t.frames) for p in cut for t in p.threads)
+        if self.processes:
+            last = self.processes[-1]
+            cut_line = bool(last_line.strip()) and open_thread is not None and not in_locals \
+                and parse_frame(last_line.strip()) is None and not _THREAD.match(last_line.strip())
+            main = next((t for t in last.threads if t.thread_id == last.pid or t.name == "MainThread"), None)
+            short = open_thread is not None and main is not None and main is last.threads[-1] and main.frames \
+                and not any(f.name in _ROOTS or f.name.rsplit(".", 1)[-1] in _ROOTS for f in main.frames[-2:])
+            header_only = last.status == OK and not last.threads and last.pid != 0
+            if cut_line or short or header_only:
+                last.truncated = True
+                if last.threads:
+                    last.threads[-1].truncated = True
+        return self.processes
+
+
+def parse_text(text: str) -> list[TextProcess]:
+    processes: list[TextProcess] = []
+    for source in split_sources(text):
+        parser = _Parser()
+        for line in source.lines:
+            parser.feed(line)
+        last_line = next((line for line in reversed(source.lines) if line.strip()), "")
+        found = parser.finish(last_line)
+        if parser.orphans and parser.headers:
+            found.insert(0, TextProcess(pid=0, status="fragment",
+                                        error=f"{parser.orphans} frames before the first header (the paste starts "
+                                              f"inside another dump): not assigned to any rank"))
+        for proc in found:
+            proc.rank = source.rank if proc.rank is None else proc.rank
+            proc.host = source.host
+        processes += found
     return processes
 
 
 def looks_like_text_dump(text: str) -> bool:
-    head = text[:4000]
-    return bool(re.search(r"^(Process \d+:|Thread (0x[0-9A-Fa-f]+|\d+))", head, re.MULTILINE))
+    head = text[:20000]
+    if re.search(r"^\W{0,40}(?:\S+\s+){0,6}?(Process \d+:|Thread (0x[0-9A-Fa-f]+|\d+))", head, re.MULTILINE):
+        return True
+    frames = [line for line in head.splitlines() if _FRAME.search(line.strip())]
+    return sum(1 for line in frames if re.search(r"\((?:[^()]*\.py:\d+|<[^>]+>:\d+)\)\s*$", line)) >= 2

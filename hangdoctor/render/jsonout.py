@@ -18,7 +18,8 @@ def frame_dict(frame: Frame) -> dict:
 def wait_dict(wait: Wait | None) -> dict | None:
     if wait is None:
         return None
-    return {"op": wait.op, "kind": wait.kind, "label": wait.label, "call": frame_dict(wait.call),
+    return {"op": wait.op, "kind": wait.kind, "label": wait.label, "says": wait.says, "sure": wait.sure,
+            "evidence": wait.evidence, "framework": wait.framework, "call": frame_dict(wait.call),
             "caller": frame_dict(wait.caller) if wait.caller else None}
 
 
@@ -60,12 +61,16 @@ def verdict_to_dict(verdict: Verdict) -> dict:
         "unresponsive": {status: ranks_dict(ranks) for status, ranks in verdict.unresponsive.items()},
         "missing": ranks_dict(verdict.missing),
         "places": [
-            {"position": p.position, "wait": wait_dict(p.wait), "where": p.where, "hosts": p.hosts,
-             "progress": p.progress, **ranks_dict(p.ranks)}
+            {"position": p.position, "activity": p.activity, "wait": wait_dict(p.wait), "where": p.where,
+             "hosts": p.hosts, "progress": p.progress, **ranks_dict(p.ranks)}
             for p in verdict.places
         ],
-        "suspects": [{"kind": s.kind, "reason": s.reason, "where": s.where, **ranks_dict(s.ranks)}
-                     for s in verdict.suspects],
+        "suspects": [{"kind": s.kind, "confidence": s.confidence, "reason": s.reason, "where": s.where,
+                      "evidence": s.evidence, **ranks_dict(s.ranks)} for s in verdict.suspects],
+        "set_aside": [{"host": a.host, "pid": a.pid, "role": a.role, "why": a.why, "cmdline": list(a.cmdline)}
+                      for a in verdict.set_aside],
+        "partial": verdict.partial,
+        "native": verdict.native,
         "hints": verdict.hints,
         "warnings": verdict.warnings,
         "classes": [
@@ -82,8 +87,11 @@ def verdict_to_dict(verdict: Verdict) -> dict:
              "coords": None if v.identity.coords is None else
              {"dp": v.identity.coords.dp, "pp": v.identity.coords.pp, "tp": v.identity.coords.tp},
              "status": v.status, "state": v.state, "cpu_percent": v.cpu_percent, "progress": v.progress,
-             "position": v.position, "class": class_of.get(v.rank), "error": v.error,
-             "samples": v.samples, "answered": v.answered}
+             "position": v.position, "activity": v.activity if v.responded else None,
+             "wait_kind": v.wait.kind if v.wait else None, "active": v.active, "gil": v.gil, "gpu": v.gpu,
+             "peer": None if v.peer is None else {"name": v.peer.name, "rank": v.peer.value,
+                                                  "frame": frame_dict(v.peer.frame)},
+             "class": class_of.get(v.rank), "error": v.error, "samples": v.samples, "answered": v.answered}
             for v in sorted(verdict.views.values(), key=lambda v: v.rank)
         ],
         "tree": tree_nodes(verdict.tree),

@@ -17,6 +17,7 @@ class CollectOptions:
     samples: int = 1
     interval: float = 1.0
     native: bool = False
+    locals: bool = False  # py-spy --locals: arguments and locals of every frame (the peer of a send/recv)
     nonblocking: bool = False
     dump_timeout: float = 10.0
     timeout: float = 60.0  # the whole collection, every node included

@@ -34,6 +34,8 @@ def collector_argv(options: CollectOptions, *, python: str = sys.executable, mat
         argv.append("--native")
     if options.nonblocking:
         argv.append("--nonblocking")
+    if options.locals:
+        argv.append("--locals")
     if node:
         argv += ["--node", node]
     if chunked:

@@ -69,8 +69,9 @@ def test_not_in_a_collective():
 def test_native_frames_show_a_wait_below_a_non_communication_python_frame():
     wait = find_wait(stack("pthread_cond_wait libc.so.6", "c10d::ProcessGroupNCCL::WorkNCCL::wait libtorch_cuda.so",
                            "pybind11::cpp_function::dispatcher libtorch_python.so", "train megatron/training.py:915"))
-    assert (wait.op, wait.caller) == ("wait", Frame("train", "megatron/training.py", 915))
-    assert find_wait(stack("cudaStreamSynchronize libcudart.so", "train megatron/training.py:915")) is None
+    assert (wait.op, wait.kind, wait.caller) == ("wait", "work-wait", Frame("train", "megatron/training.py", 915))
+    sync = find_wait(stack("cudaStreamSynchronize libcudart.so", "train megatron/training.py:915"))
+    assert (sync.kind, sync.evidence, sync.caller.name) == ("device-sync", "native", "train")
 
 
 def test_native_frames_under_a_python_collective_do_not_change_its_name():

@@ -1,0 +1,76 @@
+"""Set aside what is not a rank: launchers (torchrun's agent, a spawn parent, the deepspeed and accelerate
+launchers, any parent of ranks) and a rank's helper processes (DataLoader workers). They are listed apart and
+never counted, blamed or numbered as ranks.
+
+Found by, in this order: the stack (a "process" row of the wait table anywhere in the main thread: a torchrun
+agent sits in `SimpleElasticAgent._invoke_run`, a worker in `_worker_loop`); the command line (`torchrun`,
+`-m torch.distributed.run`, `deepspeed`, `accelerate launch`); the process tree, where known (the collector
+records each process's parent): a process whose children are ranks is their launcher.
+"""
+
+from __future__ import annotations
+
+from hangdoctor.analysis.waits import WaitTable
+from hangdoctor.formats.nodefile import Found
+from hangdoctor.model import SetAside
+
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.launch",
+                     "deepspeed.launcher.runner", "accelerate.commands.launch", "accelerate.commands.accelerate_cli")
+_LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
+
+
+def launcher_by_cmdline(cmdline: tuple[str, ...]) -> str:
+    """What launcher this command line runs, or ""."""
+    head = list(cmdline[:4])
+    for i, arg in enumerate(head):
+        if arg in _LAUNCHER_MODULES and i and head[i - 1] == "-m":
+            return arg
+        program = arg.rsplit("/", 1)[-1]
+        if program in _LAUNCHER_PROGRAMS and (program != "accelerate" or "launch" in head):
+            return program
+    return ""
+
+
+def _main_stacks(found: Found):
+    for sample in found.samples:
+        thread = sample.main_thread(found.pid)
+        if thread is not None and thread.frames:
+            yield thread.frames
+
+
+def _describe(found: Found, table: WaitTable) -> tuple[str, bool]:
+    """(its innermost Python frames, whether it sits in a wait for work rather than in work)."""
+    stacks = list(_main_stacks(found))
+    if not stacks:
+        return "", True
+    stack = stacks[-1]
+    python = [f for f in stack if not f.native]
+    wait = table.classify(stack)
+    idle = wait is not None or bool(python) and table.process_role(python[:1]) is not None
+    return " <- ".join(f.label() for f in python[:3]), idle
+
+
+def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[SetAside]]:
+    """(ranks, set aside)."""
+    ranks, aside = [], []
+    for f in found:
+        role = next((r for r in map(table.process_role, _main_stacks(f)) if r is not None), None)
+        program = "" if role is not None else launcher_by_cmdline(f.cmdline)
+        if role is None and not program:
+            ranks.append(f)
+            continue
+        where, idle = _describe(f, table)
+        why = f"{role.op} (its stack)" if role is not None else f"{program} (its command line)"
+        aside.append(SetAside(f.host, f.pid, role.kind if role is not None else "launcher", why, f.cmdline, f.ppid,
+                              where, idle))
+    parents = {(f.host, f.ppid) for f in ranks if f.ppid}
+    kept = []
+    for f in ranks:
+        if (f.host, f.pid) in parents and f.rank is None:
+            children = sum(1 for g in ranks if g.host == f.host and g.ppid == f.pid)
+            where, idle = _describe(f, table)
+            aside.append(SetAside(f.host, f.pid, "launcher", f"parent of {children} other process"
+                                  f"{'es' if children > 1 else ''} found", f.cmdline, f.ppid, where, idle))
+        else:
+            kept.append(f)
+    return kept, aside

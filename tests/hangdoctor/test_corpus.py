@@ -1,0 +1,25 @@
+"""Every corpus case (tests/hangdoctor/corpus/): `hangdoctor analyze --json` on each recorded form of the hang
+gives the verdict a careful engineer would: the first suspect, the innocent, each rank's wait kind, launchers
+and workers set aside, the hints. The cases come from public examples and public issue threads (named in each
+case.json); see corpus/README.md."""
+
+import pytest
+
+from tests.hangdoctor.corpus.check import cases, entries, problems, run_entry
+
+PARAMS = [pytest.param(case, entry, expect, id=f"{case.name}:{'+'.join(entry['paths'])}")
+          for case in cases() for entry, expect in entries(case)]
+
+
+def test_the_corpus_is_big_enough():
+    assert len(cases()) >= 14, [c.name for c in cases()]
+
+
+@pytest.mark.parametrize("case,entry,expect", PARAMS)
+def test_corpus_case(case, entry, expect):
+    code, verdict, stderr = run_entry(case, entry)
+    assert verdict, f"no verdict (exit {code}): {stderr}"
+    found = problems(verdict, expect, code)
+    assert not found, "\n".join(found + ["", verdict["headline"], *(f"suspect {s['folded']}: {s['kind']} "
+                                         f"{s['confidence']}: {s['reason']}" for s in verdict["suspects"]),
+                                         *(f"hint: {h}" for h in verdict["hints"])])
