@@ -142,6 +142,8 @@ RULES: tuple[WaitRule, ...] = (
       op="all_gather", says="FSDP's parameter all-gather"),
     R("collective", "torch FSDP", "torch/distributed/_composable/fsdp/", "foreach_reduce|post_backward",
       op="reduce_scatter", says="FSDP's gradient reduce-scatter"),
+    R("", "torch FSDP", "torch/distributed/fsdp/", ".*", role="layer"),
+    R("", "torch FSDP", "torch/distributed/_composable/", ".*", role="layer"),
     # ---- DeepSpeed --------------------------------------------------------------------------------------
     R("collective", "deepspeed", "deepspeed/comm/", COLLECTIVE_OPS, says="a deepspeed.comm collective"),
     R("p2p", "deepspeed", "deepspeed/comm/", P2P_OPS),
@@ -177,8 +179,10 @@ RULES: tuple[WaitRule, ...] = (
     R("collective", "megatron", "tensor_parallel/mappings.py", "_reduce_scatter.*|reduce_scatter.*",
       op="reduce_scatter", says="tensor-parallel reduce-scatter"),
     R("collective", "megatron", "tensor_parallel/mappings.py", "all_to_all.*|_AllToAll.*", op="all_to_all"),
+    R("", "megatron", "tensor_parallel/mappings.py", ".*", role="layer"),
     R("collective", "megatron", "megatron/mpu/mappings.py", "_reduce", op="all_reduce"),
     R("collective", "megatron", "megatron/mpu/mappings.py", "_gather.*", op="all_gather"),
+    R("", "megatron", "megatron/mpu/mappings.py", ".*", role="layer"),
     R("p2p", "megatron", "p2p_communication.py", P2P_OPS + "|.*", says="a pipeline-stage send/recv"),
     R("collective", "megatron", "megatron/core/distributed/", "finish_grad_sync|start_grad_sync|finish_param_sync|"
       "start_param_sync|finalize_model_grads|_allreduce_.*|allreduce_.*", op="all_reduce",
@@ -236,6 +240,8 @@ RULES: tuple[WaitRule, ...] = (
     R("", "torch", "torch/nn/modules/module.py", "_call_impl|_wrapped_call_impl|__call__|Module._call_impl|"
       "Module._wrapped_call_impl", role="layer"),
     R("", "torch", "torch/utils/_contextlib.py", "decorate_context", role="layer"),
+    R("", "torch", "torch/autograd/function.py", "apply|Function.apply", role="layer"),
+    R("", "torch", "torch/_dynamo/eval_frame.py", "_fn|.*_fn", role="layer"),
     R("", "deepspeed", ZERO + "parameter_offload.py", ".*", role="layer"),
     R("", "deepspeed", ZERO + "partitioned_param_coordinator.py", ".*", role="layer"),
     R("", "deepspeed", "deepspeed/utils/nvtx.py", ".*", role="layer"),

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from hangdoctor.analysis.verdict import diagnose
-from hangdoctor.commands.common import add_output_flags, add_topology_flags, show, topology_flags
+from hangdoctor.commands.common import add_output_flags, add_rules_flag, add_topology_flags, show, topology_flags, wait_table
 from hangdoctor.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT,
                                CommandError)
 from hangdoctor.formats.load import InputError, load_paths
@@ -33,17 +33,19 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="FOLDER|FILE",
                         help="output folder of `attach`, node .json files, py-spy --json or text dumps")
     add_topology_flags(parser)
+    add_rules_flag(parser)
     add_output_flags(parser)
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     flags = topology_flags(args)
+    table = wait_table(args)
     try:
-        collection = load_paths(args.paths, flags)
+        collection = load_paths(args.paths, flags, table)
     except InputError as exc:
         raise CommandError(str(exc), "pass an attach output folder, node .json files or py-spy dumps",
                            EXIT_NOT_FOUND) from None
     if not collection.records:
         raise CommandError("no rank in the input: the collector found no process of the job",
                            "check the job was running when the dumps were taken", EXIT_NOT_FOUND)
-    return show(diagnose(collection, all_threads=args.all_threads), args, out, err)
+    return show(diagnose(collection, all_threads=args.all_threads, table=table), args, out, err)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hangdoctor.commands.common import (add_output_flags, add_topology_flags, check_order, show, topology_flags,
-                                        write_text)
+from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order, show,
+                                        topology_flags, wait_table, write_text)
 from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                                INTERRUPTED_TEXT, CommandError)
 from hangdoctor.sources import CollectOptions, Gathered
@@ -94,6 +94,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument("--python", help="Python that runs the collector on the nodes (default: this one)")
     parser.add_argument("--out", type=Path, help="folder for raw outputs and reports (default ./hangdoctor-<job>-<time>)")
     add_topology_flags(parser)
+    add_rules_flag(parser)
     add_output_flags(parser)
 
 
@@ -204,6 +205,7 @@ def save_docs(out: Path, gathered: Gathered) -> None:
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     check_args(args)
     check_order(args)
+    table = wait_table(args)  # a bad rules file is refused before anything is collected
     options = CollectOptions(pyspy=find_pyspy(args.py_spy), samples=args.samples, interval=args.interval,
                              native=args.native, nonblocking=args.nonblocking, locals=args.locals,
                              dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
@@ -229,14 +231,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                            EXIT_ENVIRONMENT)
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,
-                                      warnings=gathered.warnings, failed_nodes=gathered.failed)
+                                      warnings=gathered.warnings, failed_nodes=gathered.failed, table=table)
     collection.whole_job = not args.pid
     if not collection.records:
         skipped = sum(len(d.get("skipped") or []) for d in gathered.docs)
         raise CommandError(f"no rank of {gathered.source} found" + (f" ({skipped} launcher processes set aside)"
                            if skipped else ""), "check that the job is running and that you are its owner; "
                            f"node reports are in {folder}/nodes", EXIT_NOT_FOUND)
-    verdict = diagnose(collection, all_threads=args.all_threads)
+    verdict = diagnose(collection, all_threads=args.all_threads, table=table)
     report = verdict_to_dict(verdict)
     write_text(folder / "report.json", json.dumps(report, indent=1) + "\n")
     denied = verdict.unresponsive.get(PTRACE_DENIED, [])

@@ -51,6 +51,23 @@ def topology_flags(args: argparse.Namespace) -> TopologyFlags:
     return TopologyFlags(tp=args.tp, pp=args.pp, dp=args.dp, order=args.order, world_size=args.world_size)
 
 
+def add_rules_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait-rules", type=Path, action="append", default=[], metavar="FILE",
+                        help="extra rows for the table of wait kinds (JSON; see docs/wait-rules.md), before the "
+                             "built-in ones; also $HANGDOCTOR_WAIT_RULES")
+
+
+def wait_table(args: argparse.Namespace):
+    """The wait rules: the user's files, $HANGDOCTOR_WAIT_RULES, then the built-in rows."""
+    from hangdoctor.analysis.wait_rules import active_rules
+    from hangdoctor.analysis.waits import WaitTable
+
+    try:
+        return WaitTable(active_rules(args.wait_rules))
+    except ValueError as exc:
+        raise CommandError(str(exc), "see docs/wait-rules.md for the fields of a row", EXIT_USAGE) from None
+
+
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("output")
     group.add_argument("--json", action="store_true", help="print the verdict as JSON (the same data as the report)")

@@ -48,11 +48,12 @@ def verdict_panel(verdict: Verdict) -> Panel:
         lines.append(Text("Who is where", style="bold"))
         for place in verdict.places:
             state = progress_word(place.progress)
-            verb = ("waits in" if len(place.ranks) == 1 else "wait in") if place.in_collective else \
+            verb = ("waits in" if len(place.ranks) == 1 else "wait in") if place.wait is not None else \
                 ("is" if len(place.ranks) == 1 else "are")
             lines.append(Text.assemble(
                 ("  " + rank_word(place.ranks), "bold"), f"  {place.where}  ", (f"{verb} {place.position}", "cyan"),
-                (f"  [{state}]", "red" if state == "stuck" else "green" if state == "progressing" else "yellow")))
+                (f"  [{state}, {place.activity}]",
+                 "red" if state == "stuck" else "green" if state == "progressing" else "yellow")))
     silent = dict(verdict.unresponsive)
     if verdict.missing:
         silent["missing"] = verdict.missing
@@ -66,8 +67,20 @@ def verdict_panel(verdict: Verdict) -> Panel:
     if verdict.suspects:
         lines.append(Text("Suspects", style="bold"))
         for suspect in verdict.suspects:
-            lines.append(Text.assemble(("  " + rank_word(suspect.ranks), "bold red"), f"  {suspect.where}: ",
-                                       suspect.reason))
+            colour = {"high": "bold red", "medium": "bold yellow", "low": "dim"}[suspect.confidence]
+            lines.append(Text.assemble(("  " + rank_word(suspect.ranks), "bold red"), f"  {suspect.where}  ",
+                                       (f"[{suspect.confidence}: {suspect.kind}] ", colour), suspect.reason))
+            seen = "; ".join(item["text"] for item in suspect.evidence if item["type"] != "status")
+            if seen:
+                lines.append(Text(f"      evidence: {seen}", style="dim"))
+    if verdict.set_aside:
+        lines.append(Text("Set aside (not ranks)", style="bold"))
+        groups: dict[tuple[str, str], list] = defaultdict(list)
+        for item in verdict.set_aside:
+            groups[(item.role, item.why)].append(item)
+        for (role, why), items in groups.items():
+            pids = ", ".join(f"{a.pid} on {a.host}" for a in items[:4]) + (", …" if len(items) > 4 else "")
+            lines.append(Text(f"  {len(items)} {role}{'s' if len(items) > 1 else ''}: {why}: pid {pids}", style="dim"))
     if verdict.hints:
         lines.append(Text("Hints", style="bold"))
         lines.extend(Text("  " + hint, style="yellow") for hint in verdict.hints)
