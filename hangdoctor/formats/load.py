@@ -71,11 +71,14 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     stripped = text.lstrip()
+    data = None
     if stripped.startswith(("{", "[")):
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise InputError(f"{path}: not valid JSON ({exc})") from None
+            if not looks_like_text_dump(text):  # "[rank0]: Thread ..." starts like JSON and is not
+                raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if data is not None:
         if is_node_doc(data):
             try:
                 report, found = read_node_doc(data, node_from_filename(path))

@@ -64,6 +64,12 @@ def test_attach_names_the_stages_ranks_and_deepspeed_frames(hung_trainer, tmp_pa
     assert first["wait"]["call"] == {"name": "broadcast", "file": "deepspeed/comm/comm.py",
                                      "line": first["wait"]["call"]["line"], "native": False}
     assert [s["folded"] for s in data["suspects"]] == ["2-3"]
+    # py-spy --locals (attach's default): each first-stage rank waits for its own last-stage peer, which is in recv
+    peers = {r["rank"]: (r["peer"] or {}).get("rank") for r in data["ranks"]}
+    assert peers == {0: 2, 1: 3, 2: 0, 3: 1}
+    assert data["suspects"][0]["confidence"] == "high" and "which is in recv" in data["suspects"][0]["reason"]
+    assert any(h.startswith("pp=0 dp=0 [rank 0] waits in broadcast from rank 2 (src); rank 2 is in recv")
+               for h in data["hints"])
     assert data["hints"][0] == (f"pp=0 (all dp) [ranks 0-1] wait in {BROADCAST} that pp=1 (all dp) [ranks 2-3] never "
                                 f"entered (pp=1 (all dp) [ranks 2-3] wait in {RECV})")
     coords = {r["rank"]: (r["coords"]["pp"], r["coords"]["dp"]) for r in data["ranks"]}
@@ -81,4 +87,5 @@ def test_the_seeds_method_analysed_offline_tells_the_same_story(hung_trainer, tm
     data = json.loads(result.stdout)
     assert [(p["folded"], p["where"], p["position"]) for p in data["places"]] == [
         ("0-1", "pp=0 (all dp)", BROADCAST), ("2-3", "pp=1 (all dp)", RECV)]
-    assert any("launcher" in w for w in data["warnings"]), "torchrun's agent matched `grep python` too"
+    launchers = [a for a in data["set_aside"] if a["role"] == "launcher"]
+    assert len(launchers) == 1 and "torchrun" in launchers[0]["why"], "torchrun's agent matched `grep python` too"

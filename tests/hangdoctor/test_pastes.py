@@ -1,0 +1,116 @@
+"""What people paste: py-spy's text after logs, launchers and editors went through it. Every form below is
+made from one of our own recorded dumps (tests/hangdoctor/corpus/ddp_barrier: 4 ranks under torchrun, rank 0
+in a barrier, ranks 1-3 in DDP's backward), so each must give the same ranks in the same places."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hangdoctor.analysis.verdict import diagnose
+from hangdoctor.formats.load import load_paths
+from hangdoctor.formats.pyspy_text import parse_text
+from hangdoctor.identity import TopologyFlags
+from tests.hangdoctor.corpus.check import CORPUS
+
+TEXT = (CORPUS / "ddp_barrier" / "text" / "s1" / "trace-node1.out").read_text()
+LOCALS = (CORPUS / "ddp_barrier" / "locals" / "trace-node1.out").read_text()
+
+
+def blocks(text: str) -> list[list[str]]:
+    """The dump cut at each `Process` line."""
+    out: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("Process "):
+            out.append([])
+        out[-1].append(line)
+    return out
+
+
+def verdict_of(tmp_path: Path, text: str, name: str = "trace-node1.out"):
+    path = tmp_path / name
+    path.write_text(text)
+    return diagnose(load_paths([path], TopologyFlags()))
+
+
+def places(verdict) -> list[tuple[str, str]]:
+    return sorted((",".join(map(str, p.ranks)), p.activity) for p in verdict.places)
+
+
+EXPECTED = [("0", "barrier"), ("1,2,3", "ddp-reducer")]
+
+
+def test_the_dump_as_printed(tmp_path):
+    v = verdict_of(tmp_path, TEXT)
+    assert places(v) == EXPECTED and [a.role for a in v.set_aside] == ["launcher"]
+
+
+def test_frames_without_any_header(tmp_path):
+    # each process's main-thread frames only, blank lines between: what people copy out of a long dump
+    parts = []
+    for block in blocks(TEXT):
+        main = []
+        for line in block:
+            if line.startswith("Thread "):
+                if main:
+                    break
+                main.append(line)
+            elif main and line.startswith("    "):
+                main.append(line.strip())
+        parts.append("\n".join(main[1:]))
+    v = verdict_of(tmp_path, "\n\n".join(parts) + "\n")
+    assert places(v) == EXPECTED
+
+
+def test_indented_headers_and_deeper_frames(tmp_path):
+    text = "\n".join(("    " + line if line.startswith("Thread ") else "    " + line if line.startswith(" ") else line)
+                     for line in LOCALS.splitlines())
+    v = verdict_of(tmp_path, text)
+    assert places(v) == EXPECTED
+    assert not any("cut off" in w for w in v.warnings), "locals are not frames, even indented deeper"
+
+
+@pytest.mark.parametrize("prefix", ["[rank{r}]: ", "{r}: ", "2024-05-01 12:00:0{r},123 INFO ", "node1: "])
+def test_log_prefixes(tmp_path, prefix):
+    lines = []
+    for index, block in enumerate(blocks(TEXT)):
+        rank = max(index - 1, 0)  # the launcher's lines under rank 0's prefix, as a combined log would
+        lines += [prefix.format(r=rank) + line for line in block]
+    v = verdict_of(tmp_path, "\n".join(lines) + "\n")
+    assert places(v) == EXPECTED
+
+
+def test_interleaved_ranks_are_split_back_by_their_prefix(tmp_path):
+    per_rank = {index - 1: block for index, block in enumerate(blocks(TEXT)) if index}
+    lines, cursors = [], {r: 0 for r in per_rank}
+    while any(cursors[r] < len(per_rank[r]) for r in per_rank):  # round robin, one line each
+        for r, block in per_rank.items():
+            if cursors[r] < len(block):
+                lines.append(f"[rank{r}]: {block[cursors[r]]}")
+                cursors[r] += 1
+    v = verdict_of(tmp_path, "\n".join(lines) + "\n")
+    assert places(v) == EXPECTED
+    assert {r.rank: r.identity.rank_source for r in v.views.values()} == {0: "prefix", 1: "prefix", 2: "prefix", 3: "prefix"}
+
+
+def test_a_paste_that_starts_inside_another_dump(tmp_path):
+    # the top of the paste is the end of a process we do not have: its frames belong to no rank
+    head = "\n".join(blocks(TEXT)[1][-5:])
+    v = verdict_of(tmp_path, head + "\n" + TEXT)
+    assert places(v) == EXPECTED
+    assert any("before the first header" in w for w in v.warnings)
+
+
+def test_a_dump_cut_off_at_the_end_is_partial(tmp_path):
+    lines = TEXT.splitlines()
+    last_rank = max(i for i, line in enumerate(lines) if line.startswith("Process "))
+    cut = "\n".join(lines[:last_rank + 6]) + "\n    Tensor.backw"  # half a frame
+    v = verdict_of(tmp_path, cut)
+    assert v.partial and "partial" in v.headline
+    [proc] = [p for p in parse_text(cut) if p.truncated]
+    assert proc.pid == int(re.search(r"Process (\d+)", lines[last_rank])[1])
+
+
+def test_the_same_processes_dumped_twice_in_one_file_are_two_samples(tmp_path):
+    v = verdict_of(tmp_path, TEXT + TEXT)
+    assert sorted(v.views) == [0, 1, 2, 3] and v.samples == 2 and v.hung is True
