@@ -170,3 +170,45 @@ def test_sixteen_thousand_ranks_share_interned_stacks(benchmark_size=16384):
     v = diagnose(collection(stacks, world=benchmark_size, dims=dims))
     assert [p.where for p in v.places] == ["pp=0-14 (all tp, all dp)", "pp=15 (all tp, all dp)"]
     assert len(v.tree.children[0].ranks) == benchmark_size
+
+
+# Suspects by evidence: what outranks what.
+
+def test_a_timed_out_rank_never_outranks_a_rank_proven_stuck_outside_any_wait():
+    busy = [frames("tokenize", "main"), frames("lookup", "tokenize", "main")]  # its stack changes: it runs
+    stacks = {0: [REDUCE, REDUCE], 1: busy, 2: [REDUCE, REDUCE], 3: [REDUCE, REDUCE], 4: [REDUCE, REDUCE]}
+    v = diagnose(collection(stacks, status={3: "timeout", 4: "timeout"}))
+    assert [(s.ranks, s.kind, s.confidence) for s in v.suspects] == [
+        ([1], "straggler", "high"), ([3, 4], "unresponsive", "low")]
+    assert v.suspects[1].evidence[0] == {"type": "status", "text": "timeout"}
+
+
+def test_ranks_on_a_device_sync_are_never_blamed_alone():
+    sync = (Frame("cudaStreamSynchronize", "libcudart.so.12", 0, True), *frames("train", "main"))
+    v = diagnose(collection({0: [sync] * 2, 1: [BCAST] * 2, 2: [BCAST] * 2, 3: [BCAST] * 2}))
+    [suspect] = v.suspects
+    assert (suspect.ranks, suspect.kind, suspect.confidence) == ([0], "device-sync", "low")
+    assert v.views[0].activity == "device-sync" and v.views[0].gpu is True
+    assert any("CUDA_LAUNCH_BLOCKING=1" in h for h in v.hints)
+
+
+def test_a_rank_in_a_lock_while_the_others_communicate_is_the_prime_suspect():
+    baton = (Frame("FileBaton.wait", "torch/utils/file_baton.py", 42), *frames("build", "main"))
+    barrier = (Frame("barrier", "torch/distributed/distributed_c10d.py", 4000), *frames("build", "main"))
+    v = diagnose(collection({0: [baton] * 2, 1: [barrier] * 2, 2: [barrier] * 2}))
+    first = v.suspects[0]
+    assert (first.ranks, first.kind, first.confidence) == ([0], "local-wait", "high")
+    assert first.evidence[0]["kind"] == "lock" and "lock file" in first.evidence[0]["says"]
+
+
+def test_unknown_ranks_are_blamed_with_medium_confidence_only_when_no_gpu_is_in_use():
+    outside = frames("step", "main")
+    stacks = {0: [outside] * 2, 1: [REDUCE] * 2, 2: [REDUCE] * 2}
+    paste = diagnose(collection(stacks))
+    assert (paste.suspects[0].ranks, paste.suspects[0].confidence) == ([0], "low")
+    cpu_only = collection(stacks)
+    for record in cpu_only.records:
+        object.__setattr__(record.identity, "gpu", False)
+    v = diagnose(cpu_only)
+    assert (v.suspects[0].ranks, v.suspects[0].kind, v.suspects[0].confidence) == ([0], "outside", "medium")
+    assert "no GPU is in use" in v.suspects[0].reason
