@@ -50,11 +50,33 @@ def _describe(found: Found, table: WaitTable) -> tuple[str, bool]:
     return " <- ".join(f.label() for f in python[:3]), idle
 
 
+def _communicates(found: Found, table: WaitTable) -> bool:
+    stacks = list(_main_stacks(found))
+    wait = table.classify(stacks[-1]) if stacks else None
+    return wait is not None and (wait.communicates or wait.kind == "device-sync")
+
+
+def _waits_for_children(found: Found, table: WaitTable) -> bool:
+    """A parent that only waits (on a child, a pipe, a sleep, or idle outside any known call) is a launcher; one
+    that communicates, waits on the GPU or runs is a rank that happens to have started others (Lightning's rank
+    0, vLLM's driver)."""
+    stacks = list(_main_stacks(found))
+    if not stacks:
+        return False
+    wait = table.classify(stacks[-1])
+    if wait is not None:
+        return wait.kind in ("io", "sleep", "lock", "launcher")
+    threads = [s.main_thread(found.pid) for s in found.samples]
+    return all(t is not None and t.active is False for t in threads)
+
+
 def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[SetAside]]:
     """(ranks, set aside)."""
     ranks, aside = [], []
     for f in found:
         role = next((r for r in map(table.process_role, _main_stacks(f)) if r is not None), None)
+        if role is not None and role.kind == "launcher" and _communicates(f, table):
+            role = None  # a rank that runs inside a launcher-looking frame (a driver in an engine process)
         program = "" if role is not None else launcher_by_cmdline(f.cmdline)
         if role is None and not program:
             ranks.append(f)
@@ -66,7 +88,7 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
     parents = {(f.host, f.ppid) for f in ranks if f.ppid}
     kept = []
     for f in ranks:
-        if (f.host, f.pid) in parents and f.rank is None:
+        if (f.host, f.pid) in parents and f.rank is None and _waits_for_children(f, table):
             children = sum(1 for g in ranks if g.host == f.host and g.ppid == f.pid)
             where, idle = _describe(f, table)
             aside.append(SetAside(f.host, f.pid, "launcher", f"parent of {children} other process"

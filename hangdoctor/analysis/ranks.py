@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from hangdoctor.analysis.waits import Wait, WaitTable, innermost_python
-from hangdoctor.model import OK, Frame, RankIdentity, RankRecord, Sample, Stack, ThreadStack
+from hangdoctor.model import ERROR, NOT_PYTHON, OK, TIMEOUT, Frame, RankIdentity, RankRecord, Sample, Stack, ThreadStack
 
 STUCK, PROGRESSING, UNKNOWN = "stuck", "progressing", "unknown"
 BUSY = "busy"
@@ -142,8 +142,11 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
     gpu = record.identity.gpu
     if gpu is None and stack and gpu_in_stack(stack):
         gpu = True
+    status = last.status if last else "missing"
+    if status in (TIMEOUT, ERROR, NOT_PYTHON) and answered:
+        status = OK  # py-spy failed on one sample (it can, on a busy process): the others answered
     return RankView(
-        identity=record.identity, status=last.status if last else "missing", stack=stack,
+        identity=record.identity, status=status, stack=stack,
         wait=wait, progress=progress_of(stacks),
         state=last.state if last else "", cpu_percent=round(sum(cpus) / len(cpus), 1) if cpus else None,
         error=last.error if last else "", answered=len(answered), samples=len(samples),

@@ -51,6 +51,10 @@ _UNRESPONSIVE_SURE = {STOPPED: "high", D_STATE: "high", GONE: "medium", MISSING:
 _ORDER = ("busy", "straggler", "local-wait", "unresponsive-high", "other-call", "inside-call", "outside",
           "unresponsive-medium", "minority", "device-sync", "unresponsive-low")
 _CONFIDENCE = {"high": 0, "medium": 1, "low": 2}
+SEQUENCE_HINT = ("record PyTorch's Flight Recorder (TORCH_FR_BUFFER_SIZE=2000 in the job's environment) to compare "
+                 "each rank's sequence of collectives, or rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL, which checks "
+                 "that every rank calls the same collective")
+NCCL_HINT = "NCCL_DEBUG=INFO shows where NCCL stalls (its transport: P2P, SHM, network)"
 GPU_HINT = ("to see where they really wait, rerun with CUDA_LAUNCH_BLOCKING=1 (collectives then block where they "
             "are called: that is how BigScience's 200B hang showed its frames), or record PyTorch's Flight Recorder "
             "(TORCH_FR_BUFFER_SIZE=2000 in the job's environment) to compare each rank's last collective; "
@@ -174,11 +178,14 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None) -> Sus
         if anchor is not None and anchor.in_collective:
             tied = _peer_tie(place, anchor)
             reason = f"{_verb(place.ranks, 'waits', 'wait')} in {here} instead of {anchor.position}"
+            undecided = _undecided(place, anchor)
             if tied:
                 reason += f"; {tied}"
                 evidence.append({"type": "local", "text": tied})
+            elif undecided:
+                reason += f"; {undecided}"
             return Suspect(place.ranks, place.where, reason + _stuck_note(place), "other-call",
-                           "high" if tied else "medium", evidence)
+                           "high" if tied else "low" if undecided else "medium", evidence)
         return Suspect(place.ranks, place.where, f"still inside {here} while {there or 'the others show no call'} with "
                        f"no communication frame (past this call, or waiting on the GPU after issuing it)"
                        + _stuck_note(place), "inside-call", "medium", evidence)
@@ -199,6 +206,15 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None) -> Sus
                        "medium" if gpu is False else "low", evidence)
     return Suspect(place.ranks, place.where, f"{here}, apart from {there or 'the others'}" + _stuck_note(place),
                    "minority", "low", evidence)
+
+
+def _undecided(place: Place, anchor: Place) -> str:
+    """Why two places in different calls do not say which one is out of step, or ""."""
+    if place.wait.kind == "p2p" and anchor.wait.kind == "p2p":
+        return "sends and receives pair up across stages: this alone is no mismatch"
+    if len(place.ranks) == len(anchor.ranks):
+        return "as many ranks on each side: the stacks alone cannot say which side is out of step"
+    return ""
 
 
 def _strip_outside(position: str) -> str:
@@ -275,7 +291,11 @@ def _mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | Non
                      f"for {_who(place.ranks, dims)}, still progressing (a straggler, not a hang)")
     if not others and anchor.in_collective:
         hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, the collective "
-                     f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks")
+                     f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks: {NCCL_HINT}")
+    elif anchor.in_collective and any(p.in_collective and _undecided(p, anchor) and not _peer_tie(p, anchor)
+                                      for p in stuck):
+        hints.append(f"the ranks wait in calls that do not match, and nothing in their stacks says which side is "
+                     f"out of step: {SEQUENCE_HINT}")
     hints += _peer_hints(anchor, views, dims)
     gpu_places = [p for p in [anchor, *stuck] if p.activity == "device-sync" or (
         p.activity == UNKNOWN and p.gpu is not False and any(q.in_collective for q in [anchor, *stuck]))]
@@ -312,9 +332,9 @@ def _worker_hints(places: list[Place], set_aside: list[SetAside], dims: Parallel
 def _lone_hints(places: list[Place], dims: ParallelDims | None, native: bool) -> list[str]:
     if not places:
         return []
-    if len(places) == 1 and places[0].in_collective and not places[0].moving:
+    if len(places) == 1 and places[0].activity in COMM_KINDS | {"device-sync"} and not places[0].moving:
         return [f"every rank that answered waits in {places[0].position}: if none is missing, the collective "
-                f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks"]
+                f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks: {NCCL_HINT}"]
     if any(p.activity == UNKNOWN for p in places) and not native:
         return ["no rank waits in a recognised call: compare the places above (add --native to see waits inside "
                 "C++/CUDA calls)"]

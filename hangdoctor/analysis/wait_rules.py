@@ -18,7 +18,8 @@ Kinds:
 
 Roles: "wait" rows name what the innermost run of matching frames waits in; "layer" rows are transparent
 (wrappers inside a call: loggers, decorators) and name nothing; "process" rows say what the whole process is
-and match anywhere in its main stack (a torchrun agent, a DataLoader worker).
+and match anywhere in its main stack (a torchrun agent, a DataLoader worker), up to multiprocessing's
+`BaseProcess._bootstrap`: below it, a forked child's stack still holds its parent's frames.
 Weight: generic rows (threading, queues, sockets, libc) say little; when a run of frames holds several rows,
 the outermost row of the highest weight names the wait (a queue under DataLoader's `_get_data` is a
 dataloader wait; a work handle under ZeRO-3's `fetch_sub_module` is its parameter all-gather).
@@ -129,7 +130,8 @@ RULES: tuple[WaitRule, ...] = (
       "_sync_params_and_buffers|_sync_final_model", says="DDP's own collective (buffers, set-up, join)"),
     R("ddp-reducer", "torch autograd", "torch/autograd/graph.py", "_engine_run_backward", op="backward",
       says="backward: DDP's gradient all_reduce (and ZeRO/FSDP gradient reductions) run inside it", sure="medium"),
-    R("", "torch autograd", "torch/autograd/__init__.py", "backward|grad", role="layer"),
+    R("ddp-reducer", "torch autograd", "torch/autograd/__init__.py", "backward|grad", op="backward",
+      says="backward: DDP's gradient all_reduce (and ZeRO/FSDP gradient reductions) run inside it", sure="medium"),
     R("", "torch autograd", "torch/_tensor.py", "backward", role="layer"),
     # FSDP (1 and 2)
     R("collective", "torch FSDP", "torch/distributed/fsdp/", "_unshard|_pre_forward_unshard|unshard|"
@@ -193,8 +195,8 @@ RULES: tuple[WaitRule, ...] = (
     R("collective", "vllm/sglang", "distributed/device_communicators/pynccl", COLLECTIVE_OPS + "|nccl.*",
       says="the framework's own NCCL wrapper (pynccl)"),
     R("p2p", "vllm/sglang", "distributed/device_communicators/pynccl", "send|recv|ncclSend|ncclRecv"),
-    R("store", "vllm/sglang", "distributed/device_communicators/pynccl", "ncclCommInitRank|__init__|"
-      "PyNcclCommunicator.__init__|ncclGetUniqueId", op="nccl init", says="NCCL communicator set-up"),
+    R("store", "vllm/sglang", "distributed/device_communicators/pynccl", "ncclCommInitRank|ncclGetUniqueId",
+      op="nccl init", says="NCCL communicator set-up: every rank of the group must arrive"),
     R("collective", "vllm/sglang", "distributed/device_communicators/custom_all_reduce", ".*all_reduce.*|"
       ".*register.*|.*capture.*", op="all_reduce", says="the custom (IPC) all-reduce"),
     R("collective", "vllm/sglang", "distributed/device_communicators/shm_broadcast", "acquire_read|acquire_write|"
@@ -205,7 +207,7 @@ RULES: tuple[WaitRule, ...] = (
     R("p2p", "vllm/sglang", "distributed/parallel_state.py", "send.*|recv.*"),
     R("barrier", "vllm/sglang", "distributed/parallel_state.py", "barrier"),
     R("collective", "vllm/sglang", "distributed/communication_op.py", ".*"),
-    R("collective", "sglang", "sglang/srt/utils.py", "broadcast_pyobj|point_to_point_pyobj", op="broadcast",
+    R("collective", "sglang", "", "broadcast_pyobj|point_to_point_pyobj", op="broadcast",
       says="SGLang's broadcast of Python objects (requests) across the TP group"),
     R("collective", "vllm", "vllm/v1/executor/multiproc_executor.py", "collective_rpc|get_response",
       op="collective_rpc", says="the executor waiting for every worker's answer"),
@@ -273,6 +275,14 @@ RULES: tuple[WaitRule, ...] = (
     R("launcher", "accelerate", "accelerate/commands/", ".*", op="accelerate launch", role="process"),
     R("worker", "torch", "torch/utils/data/_utils/worker.py", "_worker_loop", op="DataLoader worker", role="process"),
     R("worker", "torch", "torch/_inductor/compile_worker/", ".*", op="inductor compile worker", role="process"),
+    R("launcher", "vllm", "vllm/entrypoints/openai/api_server.py", ".*", op="vLLM API server", role="process"),
+    R("launcher", "vllm", "vllm/entrypoints/api_server.py", ".*", op="vLLM API server", role="process"),
+    R("launcher", "vllm", "vllm/entrypoints/cli/", ".*", op="vLLM API server", role="process"),
+    R("launcher", "vllm", "vllm/scripts.py", "serve|main", op="vLLM API server", role="process"),
+    R("launcher", "sglang", "launch_server.py", ".*", op="SGLang server", role="process"),
+    R("launcher", "sglang", "entrypoints/http_server.py", "launch_server", op="SGLang server", role="process"),
+    R("launcher", "python", "uvicorn/", "Server.run|Server.serve|run", op="HTTP server front end", role="process"),
+    R("worker", "sglang", "managers/detokenizer_manager.py", ".*", op="SGLang detokenizer", role="process"),
     R("worker", "python", "multiprocessing/resource_tracker.py", "main", op="multiprocessing resource tracker",
       role="process"),
     R("worker", "python", "multiprocessing/semaphore_tracker.py", "main", op="multiprocessing semaphore tracker",

@@ -72,6 +72,8 @@ class WaitTable:
     def process_role(self, frames: Stack) -> WaitRule | None:
         """The "process" row that matches any frame of this stack (launcher, worker), or None."""
         for frame in frames:
+            if frame.file.startswith("multiprocessing/process.py") and "_bootstrap" in frame.name:
+                return None  # a forked child: what lies below are its parent's frames
             try:
                 found = self._role[frame]
             except KeyError:

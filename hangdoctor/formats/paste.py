@@ -3,7 +3,9 @@
 Recognised prefixes, each when it starts most lines of a file (so that a stray `Error: ...` line is no prefix):
     2024-05-01 12:00:01,123 INFO ...     a timestamp, optionally a level and a logger name (stripped, any number)
     [rank3]: ...  /  [default3]: ...      PyTorch's and torchrun's per-rank prefixes -> that line is rank 3's
-    3: ...                                srun --label -> task 3 (the global rank under srun)
+    3: ...                                srun --label -> task 3: the rank when the task dumped one process
+                                          (the training step's own output), the node when it dumped several
+                                          (a monitoring step of one task per node, as the seeds ran py-spy)
     node12: ...                           pdsh -> host node12
 Lines of different ranks or hosts may be interleaved (several processes printing at once); they are split back
 into one source per prefix, each parsed on its own.
@@ -22,7 +24,7 @@ _TIMESTAMP = re.compile(
 )
 _KEYED = (
     ("rank", re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?")),
-    ("rank", re.compile(r"^\s*(\d+):\s?")),
+    ("task", re.compile(r"^\s*(\d+):\s?")),
     ("host", re.compile(r"^([A-Za-z0-9][\w.-]*):\s")),
 )
 _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
@@ -35,6 +37,7 @@ class Source:
     lines: list[str]
     rank: int | None = None
     host: str | None = None
+    task: int | None = None  # srun --label's task number: a rank's, or a node's when one task dumps a whole node
     stripped: list[str] = field(default_factory=list)  # prefixes removed, in words (for a note)
 
 
@@ -59,7 +62,7 @@ def split_sources(text: str) -> list[Source]:
             match = pattern.match(line)
             if match:  # unprefixed lines (other output mixed in) are dropped
                 groups.setdefault(match[1], []).append(line[match.end():])
-        notes.append({"rank": "rank prefixes", "host": "host prefixes"}[kind])
+        notes.append(f"{kind} prefixes")
         return [Source(group, rank=int(key) if kind == "rank" else None, host=key if kind == "host" else None,
-                       stripped=notes) for key, group in groups.items()]
+                       task=int(key) if kind == "task" else None, stripped=notes) for key, group in groups.items()]
     return [Source(lines, stripped=notes)]

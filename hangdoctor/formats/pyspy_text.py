@@ -229,9 +229,15 @@ def parse_text(text: str) -> list[TextProcess]:
             found.insert(0, TextProcess(pid=0, status="fragment",
                                         error=f"{parser.orphans} frames before the first header (the paste starts "
                                               f"inside another dump): not assigned to any rank"))
+        ranks = [p for p in found if p.status != "fragment"]
         for proc in found:
             proc.rank = source.rank if proc.rank is None else proc.rank
             proc.host = source.host
+            if source.task is not None:  # one process: the task is its rank; several: the task is their node
+                if len(ranks) == 1:
+                    proc.rank = source.task
+                else:
+                    proc.host = f"task{source.task}"
         processes += found
     return processes
 
