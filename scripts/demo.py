@@ -3,6 +3,8 @@
 1. a healthy PP=2 x DP=2 run (ZeRO-1, tied embeddings), with a checkpoint and weight dumps;
 2. the seed's hang (`skip-loss-broadcast`), run under the tracer: `hangdoctor attach` says who is stuck where,
    `tracing last` shows every rank's open frames;
+   then a GPU hang, offline: BigScience's 200B hang as recorded in hangdoctor's corpus (2 of its 40 nodes, NCCL:
+   6 of 8 ranks per node show no communication frame), which hangdoctor does not blame alone;
 3. a resume that brings the last stage's embedding LayerNorm back at its defaults (`embed-norm-not-saved`):
    `weightdiff A/ B/` finds it across the save/load;
 4. a run whose tied embedding is no longer reduced and whose embedding norm is weight-decayed
@@ -146,6 +148,14 @@ def step_hang(out: Path) -> None:
         proc.wait(timeout=30)
 
 
+def step_gpu_hang() -> None:
+    banner("2b. A GPU hang, offline: BigScience's 200B hang (TP=8 PP=10 DP=4, NCCL) from hangdoctor's corpus")
+    case = REPO / "tests" / "hangdoctor" / "corpus" / "bloom_200b"
+    print("Two py-spy dumps a second apart of 2 of its 40 nodes, recorded from our stand-in of the seed's stacks "
+          f"({case.relative_to(REPO)}/case.json says where they come from):", flush=True)
+    tool("hangdoctor", "analyze", str(case / "text" / "s1"), str(case / "text" / "s2"), "--world-size", "320")
+
+
 def step_embed_norm(out: Path) -> None:
     banner("3. A resume whose last stage gets its embedding LayerNorm back at the defaults (embed-norm-not-saved)")
     resumed = out / "resumed"
@@ -173,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True)
     step_healthy(args.out)
     step_hang(args.out)
+    step_gpu_hang()
     step_embed_norm(args.out)
     step_tied(args.out)
     banner(f"Done. Runs, dumps, traces and reports are in {args.out}")

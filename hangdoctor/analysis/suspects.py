@@ -260,8 +260,9 @@ def _peer_tie(place: Place, anchor: Place) -> str:
         hit = sorted(peers & set(other.ranks))
         if hit:
             names = {v.peer.name for v in waiting.views if v.peer is not None}
-            return (f"{_who_plain(waiting.ranks)} {_verb(waiting.ranks, 'waits', 'wait')} for rank "
-                    f"{fold_ranks(hit)} ({'/'.join(sorted(names))} in its locals), which is in {other.position}")
+            return (f"{_who_plain(waiting.ranks)} {_verb(waiting.ranks, 'waits', 'wait')} for {_who_plain(hit)} "
+                    f"({'/'.join(sorted(names))} in {_verb(waiting.ranks, 'its', 'their')} locals), "
+                    f"{_verb(hit, 'which is', 'which are')} in {other.position}")
     return ""
 
 

@@ -67,7 +67,7 @@ def test_attach_names_the_stages_ranks_and_deepspeed_frames(hung_trainer, tmp_pa
     # py-spy --locals (attach's default): each first-stage rank waits for its own last-stage peer, which is in recv
     peers = {r["rank"]: (r["peer"] or {}).get("rank") for r in data["ranks"]}
     assert peers == {0: 2, 1: 3, 2: 0, 3: 1}
-    assert data["suspects"][0]["confidence"] == "high" and "which is in recv" in data["suspects"][0]["reason"]
+    assert data["suspects"][0]["confidence"] == "high" and "which are in recv" in data["suspects"][0]["reason"]
     assert any(h.startswith("pp=0 dp=0 [rank 0] waits in broadcast from rank 2 (src); rank 2 is in recv")
                for h in data["hints"])
     assert data["hints"][0] == (f"pp=0 (all dp) [ranks 0-1] wait in {BROADCAST} that pp=1 (all dp) [ranks 2-3] never "
