@@ -8,6 +8,12 @@ Each form runs `hangdoctor analyze --json` in this process (the CLI's main, as t
 is the median over --repeat runs of all its forms together.
 
     .venv/bin/python bench/hangdoctor_corpus.py --repeat 5
+    .venv/bin/python bench/hangdoctor_corpus.py --against bc056aa   # and an older hangdoctor, first suspects only
+
+--against REV also runs the hangdoctor of git revision REV (checked out in a temporary worktree, run as a
+subprocess) on every form that names a first suspect, and counts the forms where its first suspect is the
+expected one (for "nobody", that it names none): older verdicts carry no confidence, kinds or set-aside
+processes, so only the first suspect can be compared.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,10 +32,51 @@ sys.path.insert(0, str(REPO))
 from tests.hangdoctor.corpus.check import cases, entries, problems, run_entry  # noqa: E402
 
 
+def first_suspects_of(tree: Path) -> tuple[int, int, int]:
+    """(forms right, forms, cases with every such form right) for the hangdoctor in `tree`."""
+    right = total = whole = 0
+    for case in cases():
+        case_right = True
+        for entry, expect in entries(case):
+            if "first_suspect" not in expect:
+                continue
+            argv = [sys.executable, "-m", "hangdoctor", "analyze", *(str(case / p) for p in entry["paths"]), "--json",
+                    *entry.get("args", [])]
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=tree, env={"PYTHONPATH": str(tree)},
+                                  timeout=120)
+            total += 1
+            try:
+                suspects = json.loads(done.stdout)["suspects"]
+            except (ValueError, KeyError):
+                case_right = False
+                continue
+            got = suspects[0]["folded"] if suspects else None
+            good = got == expect["first_suspect"]
+            right += good
+            case_right &= good
+        whole += case_right
+    return right, total, whole
+
+
+def against(rev: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), rev], cwd=REPO, check=True)
+        try:
+            right, total, whole = first_suspects_of(tree)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False)
+    print(f"hangdoctor at {rev}: first suspect right in {right}/{total} forms; cases with every form right: "
+          f"{whole}/{len(cases())}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--against", metavar="REV", help="also the first suspects of the hangdoctor at this git revision")
     args = parser.parse_args()
+    if args.against:
+        against(args.against)
     rows, right = [], 0
     for case in cases():
         data = json.loads((case / "case.json").read_text())
