@@ -56,6 +56,8 @@ class RankView:
     peer: Peer | None = None
     gpu: bool | None = None  # a GPU is in use (collector's /proc maps, or CUDA/NCCL frames); None: unknown
     truncated: bool = False  # its dump was cut off
+    helper: tuple[str, Wait] | None = None  # (thread name, wait) of another thread that communicates for the main
+    # one: backward's autograd thread in a ZeRO/FSDP all-gather while the main thread sits in backward
 
     @property
     def rank(self) -> int:
@@ -145,8 +147,11 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
     status = last.status if last else "missing"
     if status in (TIMEOUT, ERROR, NOT_PYTHON) and answered:
         status = OK  # py-spy failed on one sample (it can, on a busy process): the others answered
+    helper = None
+    if wait is not None and wait.kind == "ddp-reducer" and threads:
+        helper = helper_wait(answered[-1], thread, table, memo)
     return RankView(
-        identity=record.identity, status=status, stack=stack,
+        identity=record.identity, status=status, stack=stack, helper=helper,
         wait=wait, progress=progress_of(stacks),
         state=last.state if last else "", cpu_percent=round(sum(cpus) / len(cpus), 1) if cpus else None,
         error=last.error if last else "", answered=len(answered), samples=len(samples),
@@ -154,6 +159,19 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         peer=peer_of(thread, wait) if thread is not None and wait is not None else None, gpu=gpu,
         truncated=any(t.truncated for s in samples for t in s.threads),
     )
+
+
+def helper_wait(sample: Sample, main: ThreadStack, table: WaitTable,
+                memo: dict[int, Wait | None] | None) -> tuple[str, Wait] | None:
+    """Another thread of the same sample that waits in a communication call (autograd's device thread runs
+    backward's hooks: ZeRO-3 and FSDP gather and reduce there)."""
+    for other in sample.threads:
+        if other is main or not other.frames:
+            continue
+        found = _wait(other.frames, table, memo, None)
+        if found is not None and found.communicates and found.kind != "ddp-reducer":
+            return other.name or f"thread {other.thread_id}", found
+    return None
 
 
 def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:

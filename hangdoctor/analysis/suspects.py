@@ -235,6 +235,9 @@ def _evidence(place: Place) -> list[dict]:
                       "via": wait.evidence, "says": wait.says})
     elif view.innermost is not None:
         items.append({"type": "frame", "text": view.innermost.label(), "kind": UNKNOWN})
+    if view.helper is not None:
+        name, wait = view.helper
+        items.append({"type": "thread-wait", "text": f"its thread {name!r} waits in {wait.label}", "kind": wait.kind})
     moving = place.progress.get(PROGRESSING, 0)
     if moving or place.progress.get(STUCK):
         items.append({"type": "samples", "text": f"stack changed between samples on {moving} of {len(place.ranks)}"
@@ -298,6 +301,12 @@ def _mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | Non
         hints.append(f"the ranks wait in calls that do not match, and nothing in their stacks says which side is "
                      f"out of step: {SEQUENCE_HINT}")
     hints += _peer_hints(anchor, views, dims)
+    for place in [anchor, *stuck]:
+        helped = [v for v in place.views if v.helper is not None]
+        if helped:
+            name, wait = helped[0].helper
+            hints.append(f"{_who(place.ranks, dims)} {_verb(place.ranks, 'sits', 'sit')} in backward while another "
+                         f"thread ({name!r}) waits in {wait.label}: the communication backward waits for")
     gpu_places = [p for p in [anchor, *stuck] if p.activity == "device-sync" or (
         p.activity == UNKNOWN and p.gpu is not False and any(q.in_collective for q in [anchor, *stuck]))]
     if gpu_places:

@@ -81,8 +81,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument("--interval", type=positive_float, default=1.0, help="seconds between samples (default 1)")
     sampling.add_argument("--native", action="store_true", help="include C/C++ frames (py-spy --native)")
     sampling.add_argument("--locals", action=argparse.BooleanOptionalAction, default=True,
-                          help="read every frame's arguments and locals (py-spy --locals; default on: about 5%% "
-                               "more time per dump): the src/dst of a blocked broadcast, send or recv names the "
+                          help="read every frame's arguments and locals (py-spy --locals; default on: about 8%% "
+                               "more time per dump, docs/BENCHMARKS.md): the src/dst of a blocked broadcast, send or recv names the "
                                "peer that never came")
     sampling.add_argument("--nonblocking", action="store_true",
                           help="read stacks without pausing the ranks (py-spy --nonblocking; may be inconsistent)")

@@ -91,6 +91,7 @@ def verdict_to_dict(verdict: Verdict) -> dict:
              "wait_kind": v.wait.kind if v.wait else None, "active": v.active, "gil": v.gil, "gpu": v.gpu,
              "peer": None if v.peer is None else {"name": v.peer.name, "rank": v.peer.value,
                                                   "frame": frame_dict(v.peer.frame)},
+             "helper_wait": None if v.helper is None else {"thread": v.helper[0], **wait_dict(v.helper[1])},
              "class": class_of.get(v.rank), "error": v.error, "samples": v.samples, "answered": v.answered}
             for v in sorted(verdict.views.values(), key=lambda v: v.rank)
         ],
