@@ -46,6 +46,10 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise CommandError(str(exc), "pass an attach output folder, node .json files or py-spy dumps",
                            EXIT_NOT_FOUND) from None
     if not collection.records:
-        raise CommandError("no rank in the input: the collector found no process of the job",
-                           "check the job was running when the dumps were taken", EXIT_NOT_FOUND)
+        aside = collection.set_aside
+        what = (f"only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
+                f"({', '.join(sorted({a.why for a in aside}))})" if aside else "no process of the job")
+        raise CommandError(f"no rank in the input: it holds {what}",
+                           "check the job was running when the dumps were taken, and that its ranks were dumped",
+                           EXIT_NOT_FOUND)
     return show(diagnose(collection, all_threads=args.all_threads, table=table), args, out, err)
