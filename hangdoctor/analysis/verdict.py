@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.classes import RankClass, build_classes
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
-from hangdoctor.analysis.suspects import Place, Suspect, build_places, find_suspects
+from hangdoctor.analysis.places import Place, build_places
+from hangdoctor.analysis.suspects import Suspect, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.model import OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangdoctor.analysis.wait_rules import COMM_KINDS, OP_NAMES, SOURCE_RULES, WaitRule, active_rules
+from hangdoctor.analysis.frameworks import OP_NAMES, SOURCE_RULES
+from hangdoctor.analysis.wait_rules import COMM_KINDS, WaitRule, active_rules
 from hangdoctor.model import Frame, Stack
 
 _SURE_ORDER = {"high": 0, "medium": 1, "low": 2}

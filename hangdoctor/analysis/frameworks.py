@@ -1,0 +1,273 @@
+"""The built-in rows of the wait table: what the frames of each framework mean (see wait_rules.py).
+
+One row per (framework, file, functions); rows are tried in order and the first that matches a frame wins, so
+specific rows come before a file's catch-all layer row. The frameworks: torch.distributed (c10d, functional
+collectives, DDP, FSDP 1 and 2), DeepSpeed (comm, pipeline p2p, ZeRO-1/2/3), Megatron (tensor-parallel mappings,
+pipeline p2p, grad buffers), vLLM and SGLang, Lightning, accelerate, transformers; CUDA synchronisations; locks,
+DataLoader queues, threading and multiprocessing; launchers and helper processes; native frames of py-spy
+--native (c10d work and reducer, TCPStore, gloo, NCCL, CUDA, libc). File paths and function names are those of
+the frameworks' sources, as py-spy prints them.
+"""
+
+from __future__ import annotations
+
+from hangdoctor.analysis.wait_rules import WaitRule
+
+# Names of communication calls, as the APIs name them; a frame with one of these names inside a communication
+# layer is the op (the outermost such frame is the API the caller used).
+COLLECTIVE_OPS = (
+    "broadcast|all_reduce|allreduce|all_gather|allgather|all_gather_into_tensor|all_gather_object|all_gather_coalesced|"
+    "_all_gather_base|all_gather_base|allgather_fn|reduce_scatter|reduce_scatter_tensor|_reduce_scatter_base|"
+    "reduce_scatter_fn|reduce_scatter_coalesced|all_to_all|all_to_all_single|alltoall|reduce|gather|scatter|"
+    "broadcast_object_list|scatter_object_list|gather_object|all_reduce_coalesced|inference_all_reduce|"
+    "broadcast_multigpu|all_reduce_multigpu|batch_all_gather|all_gather_into_tensor_coalesced|all_gather_single|"
+    "reduce_scatter_single"
+)
+P2P_OPS = ("send|recv|isend|irecv|batch_isend_irecv|send_obj|recv_obj|send_object_list|recv_object_list|"
+           "send_forward|recv_forward|send_backward|recv_backward|send_forward_recv_backward|"
+           "send_backward_recv_forward|send_forward_recv_forward|send_backward_recv_backward|_communicate|"
+           "_batched_p2p_ops|_p2p_ops|send_activations|recv_activations|send_grads|recv_grads")
+BARRIER_OPS = "barrier|monitored_barrier|wait_for_everyone"
+OP_NAMES = frozenset("|".join((COLLECTIVE_OPS, P2P_OPS, BARRIER_OPS)).split("|")) | {"wait", "wait_all", "synchronize"}
+
+
+def R(kind, framework, file, function, op="", *, native=False, says="", sure="high", role="wait", weight=1):
+    return WaitRule(kind, framework, file, function, op, native, says, sure, role, weight)
+
+
+C10D = "torch/distributed/distributed_c10d.py"
+ZERO = "deepspeed/runtime/zero/"
+GENERIC = dict(weight=0, sure="low")
+
+RULES: tuple[WaitRule, ...] = (
+    # ---- torch.distributed ------------------------------------------------------------------------------
+    R("collective", "torch.distributed", C10D, COLLECTIVE_OPS, says="a torch.distributed collective"),
+    R("p2p", "torch.distributed", C10D, P2P_OPS, says="a torch.distributed point-to-point call"),
+    R("barrier", "torch.distributed", C10D, BARRIER_OPS, says="a torch.distributed barrier"),
+    R("store", "torch.distributed", C10D, "_store_based_barrier|init_process_group|_new_process_group_helper|"
+      "new_group|new_subgroups|new_subgroups_by_enumeration|split_group|shrink_group|_create_process_group_wrapper",
+      op="init",
+      says="process-group set-up: every rank of the group must arrive at the store"),
+    R("", "torch.distributed", C10D, ".*", role="layer"),
+    R("", "torch.distributed", "torch/distributed/c10d_logger.py", ".*", role="layer"),
+    R("store", "torch.distributed", "torch/distributed/rendezvous.py", ".*", op="rendezvous",
+      says="the rendezvous: waiting for every rank to join the store"),
+    R("store", "torch.distributed", "torch/distributed/elastic/utils/store.py", ".*", op="store barrier",
+      says="a store barrier: waiting for every rank"),
+    R("collective", "torch.distributed", "torch/distributed/_functional_collectives", COLLECTIVE_OPS + "|.*_inplace"),
+    R("work-wait", "torch.distributed", "torch/distributed/_functional_collectives", "wait_tensor|wait",
+      op="wait_tensor", says="a functional collective's result"),
+    R("collective", "torch.distributed", "torch/distributed/_symmetric_memory", ".*", op="symmetric memory"),
+    R("collective", "torch.distributed", "torch/distributed/utils.py", "_sync_module_states|_sync_params_and_buffers",
+      op="broadcast", says="the broadcast of module states at wrapping time"),
+    R("work-wait", "torch", "torch/futures/__init__.py", "wait|wait_all|value|Future.wait", op="wait",
+      says="a future (an asynchronous collective's result)"),
+    R("", "torch", "torch/futures/__init__.py", ".*", role="layer"),
+    R("collective", "torch DDP", "torch/nn/parallel/distributed.py",
+      "_sync_buffers|_sync_module_buffers|_default_broadcast_coalesced|_distributed_broadcast_coalesced|"
+      "_verify_param_shape_across_processes|_match_all_reduce_for_bwd_pass|_check_global_requires_backward_grad_sync|"
+      "_sync_params_and_buffers|_sync_final_model", says="DDP's own collective (buffers, set-up, join)"),
+    R("ddp-reducer", "torch autograd", "torch/autograd/graph.py", "_engine_run_backward", op="backward",
+      says="backward: DDP's gradient all_reduce (and ZeRO/FSDP gradient reductions) run inside it", sure="medium"),
+    R("ddp-reducer", "torch autograd", "torch/autograd/__init__.py", "backward|grad", op="backward",
+      says="backward: DDP's gradient all_reduce (and ZeRO/FSDP gradient reductions) run inside it", sure="medium"),
+    R("", "torch autograd", "torch/_tensor.py", "backward", role="layer"),
+    # FSDP (1 and 2)
+    R("collective", "torch FSDP", "torch/distributed/fsdp/", "_unshard|_pre_forward_unshard|unshard|"
+      "_all_gather_flat_param|foreach_all_gather|foreach_all_gather_copy_out|wait_for_unshard|_lazy_init|"
+      "_pre_forward|_pre_backward_prefetch|_prefetch_handle", op="all_gather", says="FSDP's parameter all-gather"),
+    R("collective", "torch FSDP", "torch/distributed/fsdp/", "_reduce_grad|_post_backward_hook|foreach_reduce|"
+      "post_backward|_post_backward_final_callback|_finalize_params|_wait_for_post_backward", op="reduce_scatter",
+      says="FSDP's gradient reduce-scatter"),
+    R("collective", "torch FSDP", "torch/distributed/_composable/fsdp/", "foreach_all_gather|.*unshard.*",
+      op="all_gather", says="FSDP's parameter all-gather"),
+    R("collective", "torch FSDP", "torch/distributed/_composable/fsdp/", "foreach_reduce|post_backward",
+      op="reduce_scatter", says="FSDP's gradient reduce-scatter"),
+    R("", "torch FSDP", "torch/distributed/fsdp/", ".*", role="layer"),
+    R("", "torch FSDP", "torch/distributed/_composable/", ".*", role="layer"),
+    # ---- DeepSpeed --------------------------------------------------------------------------------------
+    R("collective", "deepspeed", "deepspeed/comm/", COLLECTIVE_OPS, says="a deepspeed.comm collective"),
+    R("p2p", "deepspeed", "deepspeed/comm/", P2P_OPS),
+    R("barrier", "deepspeed", "deepspeed/comm/", BARRIER_OPS),
+    R("", "deepspeed", "deepspeed/comm/", ".*", role="layer"),
+    R("p2p", "deepspeed", "deepspeed/runtime/pipe/p2p.py", P2P_OPS + "|_recv|_send|wait",
+      says="a pipeline-stage send/recv"),
+    R("collective", "deepspeed ZeRO-3", ZERO + "partitioned_param_coordinator.py",
+      "fetch_sub_module|__all_gather_params|_all_gather_params|__all_gather_params_|_PartitionedParameterCoordinator__all_gather_params",
+      op="all_gather", says="ZeRO-3's parameter all-gather"),
+    R("collective", "deepspeed ZeRO-3", ZERO + "partition_parameters.py",
+      "all_gather_coalesced|_all_gather|_allgather_params|_all_gather_dtype|allgather_fn|_dist_allgather_fn|"
+      "all_gather_into_tensor_coalesced|_allgather_params_coalesced", op="all_gather",
+      says="ZeRO-3's parameter all-gather"),
+    R("work-wait", "deepspeed ZeRO-3", ZERO + "partition_parameters.py", ".*Handle.wait|wait", op="all_gather",
+      says="ZeRO-3's parameter all-gather handle"),
+    R("collective", "deepspeed ZeRO", ZERO, "__reduce_and_partition_ipg_grads|_reduce_and_partition_ipg_grads|"
+      "reduce_scatter_coalesced|allreduce_bucket|allreduce_and_copy|allreduce_no_retain|average_tensor|"
+      "reduce_ipg_grads|gradient_reduction_w_predivide|_DeepSpeedZeroOptimizer_Stage3__reduce_and_partition_ipg_grads|"
+      "all_gather_dp_groups|_partition_all_gather|step_all_gather", op="reduce",
+      says="ZeRO's gradient reduction or parameter all-gather"),
+    R("collective", "deepspeed", "deepspeed/runtime/comm/coalesced_collectives.py", ".*", op="reduce_scatter"),
+    R("collective", "deepspeed", "deepspeed/runtime/engine.py", "allreduce_gradients|buffered_allreduce_fallback|"
+      "allreduce_and_copy|allreduce_bucket|allreduce_no_retain|_reduce_non_expert_gradients|_reduce_expert_gradients|"
+      "_broadcast_model", op="all_reduce", says="the engine's gradient all-reduce"),
+    R("device-sync", "deepspeed", "deepspeed/accelerator/", "synchronize", op="synchronize",
+      says="the accelerator's synchronize: waiting for the GPU"),
+    # ---- Megatron ---------------------------------------------------------------------------------------
+    R("collective", "megatron", "tensor_parallel/mappings.py", "_reduce", op="all_reduce",
+      says="tensor-parallel all-reduce"),
+    R("collective", "megatron", "tensor_parallel/mappings.py", "_gather.*|all_gather.*|gather_.*", op="all_gather",
+      says="tensor-parallel all-gather"),
+    R("collective", "megatron", "tensor_parallel/mappings.py", "_reduce_scatter.*|reduce_scatter.*",
+      op="reduce_scatter", says="tensor-parallel reduce-scatter"),
+    R("collective", "megatron", "tensor_parallel/mappings.py", "all_to_all.*|_AllToAll.*", op="all_to_all"),
+    R("", "megatron", "tensor_parallel/mappings.py", ".*", role="layer"),
+    R("collective", "megatron", "megatron/mpu/mappings.py", "_reduce", op="all_reduce"),
+    R("collective", "megatron", "megatron/mpu/mappings.py", "_gather.*", op="all_gather"),
+    R("", "megatron", "megatron/mpu/mappings.py", ".*", role="layer"),
+    R("p2p", "megatron", "p2p_communication.py", P2P_OPS + "|.*", says="a pipeline-stage send/recv"),
+    R("collective", "megatron", "megatron/core/distributed/", "finish_grad_sync|start_grad_sync|finish_param_sync|"
+      "start_param_sync|finalize_model_grads|_allreduce_.*|allreduce_.*", op="all_reduce",
+      says="the data-parallel gradient reduction"),
+    R("collective", "megatron", "megatron/core/parallel_state.py", "initialize_model_parallel|new_group|"
+      "create_group", op="new_group", says="creating the model-parallel groups (every rank must take part)"),
+    # ---- vLLM / SGLang (SGLang's distributed layer derives from vLLM's) ----------------------------------
+    R("collective", "vllm/sglang", "distributed/device_communicators/pynccl", COLLECTIVE_OPS + "|nccl.*",
+      says="the framework's own NCCL wrapper (pynccl)"),
+    R("p2p", "vllm/sglang", "distributed/device_communicators/pynccl", "send|recv|ncclSend|ncclRecv"),
+    R("store", "vllm/sglang", "distributed/device_communicators/pynccl", "ncclCommInitRank|ncclGetUniqueId",
+      op="nccl init", says="NCCL communicator set-up: every rank of the group must arrive"),
+    R("collective", "vllm/sglang", "distributed/device_communicators/custom_all_reduce", ".*all_reduce.*|"
+      ".*register.*|.*capture.*", op="all_reduce", says="the custom (IPC) all-reduce"),
+    R("collective", "vllm/sglang", "distributed/device_communicators/shm_broadcast", "acquire_read|acquire_write|"
+      "dequeue|enqueue|broadcast_object|wait_until_ready|recv|send", op="broadcast",
+      says="the shared-memory broadcast queue (the driver's broadcast of work to the workers)"),
+    R("collective", "vllm/sglang", "distributed/parallel_state.py", COLLECTIVE_OPS + "|broadcast_tensor_dict|"
+      "broadcast_object|all_gatherv|reduce_scatterv|_all_reduce_out_place|_all_reduce_in_place"),
+    R("p2p", "vllm/sglang", "distributed/parallel_state.py", "send.*|recv.*"),
+    R("barrier", "vllm/sglang", "distributed/parallel_state.py", "barrier"),
+    R("collective", "vllm/sglang", "distributed/communication_op.py", ".*"),
+    R("collective", "sglang", "", "broadcast_pyobj|point_to_point_pyobj", op="broadcast",
+      says="SGLang's broadcast of Python objects (requests) across the TP group"),
+    R("collective", "vllm", "vllm/v1/executor/multiproc_executor.py", "collective_rpc|get_response",
+      op="collective_rpc", says="the executor waiting for every worker's answer"),
+    # ---- Lightning / accelerate / transformers ------------------------------------------------------------
+    R("collective", "lightning", "utilities/distributed.py", "_sync_ddp.*|_all_gather_ddp_if_available|"
+      "_gather_all_tensors|gather_all_tensors|sync_ddp.*|_simple_gather_all_tensors", op="all_reduce",
+      says="Lightning's metric/log sync across ranks"),
+    R("barrier", "lightning", "strategies/", "barrier", says="the strategy's barrier"),
+    R("collective", "lightning", "strategies/", "reduce|broadcast|all_gather|reduce_boolean_decision"),
+    R("device-sync", "lightning", "logger_connector/result.py", "__to_tensor|_ResultCollection__to_tensor|"
+      "_to_tensor", op="to_tensor", says="a logged value copied to the device: waits for the GPU", sure="medium"),
+    R("collective", "lightning", "logger_connector/result.py", "sync|compute|_sync|reduce", op="all_reduce",
+      says="Lightning's sync_dist of a logged value", sure="medium"),
+    R("collective", "accelerate", "accelerate/utils/operations.py", "gather|_gpu_gather|_gpu_gather_one|"
+      "broadcast|_gpu_broadcast|reduce|_reduce_across_processes|pad_across_processes|gather_object|"
+      "broadcast_object_list|_gpu_gather_object"),
+    R("barrier", "accelerate", "accelerate/", "wait_for_everyone", op="barrier"),
+    R("collective", "transformers", "transformers/trainer_pt_utils.py", "distributed_concat|nested_gather|"
+      "distributed_broadcast_scalars", op="all_gather"),
+    # ---- waiting for the GPU --------------------------------------------------------------------------------
+    R("device-sync", "torch.cuda", "torch/cuda/", "synchronize|Stream.synchronize|Event.synchronize|Event.wait|"
+      "Stream.wait_event|Stream.wait_stream|Event.elapsed_time|Event.query", op="synchronize",
+      says="waiting for the GPU"),
+    # ---- locks, data, sleep, I/O ---------------------------------------------------------------------------
+    R("lock", "torch", "torch/utils/file_baton.py", "wait|FileBaton.wait", op="FileBaton",
+      says="a lock file (torch.utils.file_baton): another process holds it, or a stale one was left behind"),
+    R("lock", "filelock", "filelock/", "acquire|_acquire|__enter__", op="file lock", says="a file lock"),
+    R("dataloader", "torch", "torch/utils/data/dataloader.py", "_try_get_data|_get_data", op="next batch",
+      says="waiting for a batch from the DataLoader's worker processes"),
+    R("", "torch", "torch/utils/data/dataloader.py", "_next_data|__next__", role="layer"),
+    # wrappers between a wait and the code that asked for it: transparent
+    R("", "torch", "torch/nn/modules/module.py", "_call_impl|_wrapped_call_impl|__call__|Module._call_impl|"
+      "Module._wrapped_call_impl", role="layer"),
+    R("", "torch", "torch/utils/_contextlib.py", "decorate_context", role="layer"),
+    R("", "torch", "torch/autograd/function.py", "apply|Function.apply", role="layer"),
+    R("", "torch", "torch/_dynamo/eval_frame.py", "_fn|.*_fn", role="layer"),
+    R("", "deepspeed", ZERO + "parameter_offload.py", ".*", role="layer"),
+    R("", "deepspeed", ZERO + "partitioned_param_coordinator.py", ".*", role="layer"),
+    R("", "deepspeed", "deepspeed/utils/nvtx.py", ".*", role="layer"),
+    R("", "deepspeed", "deepspeed/runtime/zero/utils.py", ".*", role="layer"),
+    R("lock", "python", "threading.py", "Condition.wait|wait|Event.wait|Semaphore.acquire|acquire|Thread.join|join|"
+      "_wait_for_tstate_lock|Barrier.wait|_wait", op="thread wait", says="a thread lock, event or join", **GENERIC),
+    R("lock", "python", "concurrent/futures/", "result|wait|as_completed|_wait_for_tstate_lock|__exit__|shutdown",
+      op="future", says="a concurrent.futures result", **GENERIC),
+    R("lock", "python", "queue.py", "get|put|join", op="queue", says="a queue", **GENERIC),
+    R("io", "python", "multiprocessing/", "get|recv|recv_bytes|_recv_bytes|_recv|poll|_poll|wait|join|"
+      "Connection.recv|Connection.poll|Popen.wait|Popen.poll|BaseProcess.join|put|_send", op="multiprocessing",
+      says="another process (a pipe, queue or join)", **GENERIC),
+    R("io", "python", "selectors.py", "select|EpollSelector.select|PollSelector.select", op="select", **GENERIC),
+    R("io", "python", "socket.py", "readinto|recv.*|accept|SocketIO.readinto|create_connection", op="socket",
+      **GENERIC),
+    R("io", "python", "subprocess.py", "wait|_wait|communicate|_try_wait|_communicate", op="subprocess", **GENERIC),
+    R("io", "python", "ssl.py", "read|recv.*", op="socket", **GENERIC),
+    R("sleep", "python", "asyncio/tasks.py", "sleep", op="sleep", **GENERIC),
+    # ---- launchers and helper processes: matched anywhere in the main stack ---------------------------------
+    R("launcher", "torchrun", "torch/distributed/elastic/agent/", "_invoke_run|run|SimpleElasticAgent._invoke_run|"
+      "SimpleElasticAgent.run|_monitor_workers", op="torchrun agent", role="process"),
+    R("launcher", "torchrun", "torch/distributed/run.py", ".*", op="torchrun", role="process"),
+    R("launcher", "torchrun", "torch/distributed/launch.py", ".*", op="torch.distributed.launch", role="process"),
+    R("launcher", "torchrun", "torch/distributed/launcher/api.py", "launch_agent|.*__call__", op="torchrun",
+      role="process"),
+    R("launcher", "torch", "torch/multiprocessing/spawn.py", "join|start_processes|spawn|ProcessContext.join",
+      op="mp.spawn parent", role="process"),
+    R("launcher", "deepspeed", "deepspeed/launcher/", ".*", op="deepspeed launcher", role="process"),
+    R("launcher", "accelerate", "accelerate/commands/", ".*", op="accelerate launch", role="process"),
+    R("worker", "torch", "torch/utils/data/_utils/worker.py", "_worker_loop", op="DataLoader worker", role="process"),
+    R("worker", "torch", "torch/_inductor/compile_worker/", ".*", op="inductor compile worker", role="process"),
+    R("launcher", "vllm", "vllm/entrypoints/openai/api_server.py", ".*", op="vLLM API server", role="process"),
+    R("launcher", "vllm", "vllm/entrypoints/api_server.py", ".*", op="vLLM API server", role="process"),
+    R("launcher", "vllm", "vllm/entrypoints/cli/", ".*", op="vLLM API server", role="process"),
+    R("launcher", "vllm", "vllm/scripts.py", "serve|main", op="vLLM API server", role="process"),
+    R("launcher", "sglang", "launch_server.py", ".*", op="SGLang server", role="process"),
+    R("launcher", "sglang", "entrypoints/http_server.py", "launch_server", op="SGLang server", role="process"),
+    R("launcher", "python", "uvicorn/", "Server.run|Server.serve|run", op="HTTP server front end", role="process"),
+    R("worker", "sglang", "managers/detokenizer_manager.py", ".*", op="SGLang detokenizer", role="process"),
+    R("worker", "python", "multiprocessing/resource_tracker.py", "main", op="multiprocessing resource tracker",
+      role="process"),
+    R("worker", "python", "multiprocessing/semaphore_tracker.py", "main", op="multiprocessing semaphore tracker",
+      role="process"),
+    R("worker", "python", "multiprocessing/forkserver.py", "main", op="multiprocessing fork server", role="process"),
+    # ---- native frames (py-spy --native) ------------------------------------------------------------------
+    R("ddp-reducer", "torch DDP", "", r"c10d::Reducer::.*", native=True, op="backward",
+      says="DDP's reducer: the gradient all_reduce of backward"),
+    R("store", "torch.distributed", "", r"c10d::(TCPStore|PrefixStore|Store|FileStore|HashStore)::.*|"
+      r"c10d::detail::TCPClient::.*|c10d::detail::.*Store.*", native=True, op="store",
+      says="the c10d store: waiting for other ranks to set a key"),
+    R("work-wait", "torch.distributed", "", r"c10d::.*Work.*::(wait|synchronize.*|getFuture|result).*|"
+      r"c10d::ProcessGroup.*::wait.*|c10d::Work::wait", native=True, op="wait",
+      says="a c10d work handle: an asynchronous collective that has not completed"),
+    R("collective", "gloo", "", r"gloo::.*(allreduce|broadcast|allgather|reduce_scatter|alltoall|barrier|gather|"
+      r"scatter|reduce).*", native=True, says="a gloo collective"),
+    R("work-wait", "gloo", "", r"gloo::transport::.*::(waitRecv|waitSend|wait).*|gloo::.*Buffer::wait.*",
+      native=True, op="wait", says="gloo waiting for a peer's data"),
+    R("store", "nccl", "", r"ncclCommInitRank.*|ncclCommInitAll|ncclCommSplit|ncclGetUniqueId", native=True,
+      op="nccl init", says="NCCL communicator set-up: every rank of the group must arrive"),
+    R("collective", "nccl", "", r"nccl(AllReduce|Broadcast|Bcast|AllGather|ReduceScatter|Reduce|AllToAll|"
+      r"GroupEnd|Group.*)", native=True, says="an NCCL call"),
+    R("p2p", "nccl", "", r"nccl(Send|Recv)", native=True),
+    R("device-sync", "cuda", "", r"cuda(StreamSynchronize|DeviceSynchronize|EventSynchronize|Memcpy|MemcpyAsync|"
+      r"StreamWaitEvent)|cu(StreamSynchronize|CtxSynchronize|EventSynchronize|MemcpyDtoH.*|MemcpyAsync.*)|"
+      r"hip(StreamSynchronize|DeviceSynchronize|EventSynchronize|Memcpy)|"
+      r"at::native::_local_scalar_dense.*|at::_ops::_local_scalar_dense.*|c10::cuda::.*[sS]ynchron.*|"
+      r"at::cuda::.*[sS]ynchron.*", native=True, op="synchronize",
+      says="waiting for the GPU (a synchronising call: .item(), .cpu(), synchronize)"),
+    R("sleep", "libc", "", r"clock_nanosleep.*|__clock_nanosleep.*|nanosleep|__nanosleep|usleep", native=True,
+      op="sleep", says="sleeping", weight=0),
+    R("lock", "libc", "", r"pthread_cond_(timed)?wait.*|__pthread_cond_wait.*|__futex_abstimed_wait.*|futex_wait.*|"
+      r"__lll_lock_wait.*|pthread_mutex_lock|sem_wait|std::condition_variable::wait.*|pthread_join.*|"
+      r"__GI___futex.*|___pthread_cond_.*", native=True, op="wait", says="blocked on a lock or condition", **GENERIC),
+    R("io", "libc", "", r"(__)?(libc_)?(recv|recvfrom|recvmsg|read|poll|ppoll|epoll_wait|select|pselect|accept|"
+      r"connect|waitpid|wait4)(64)?", native=True, op="io", says="waiting on a file, socket or child", **GENERIC),
+)
+
+# Source text of a frame's line, when known (the collector reads it on the node): what a C call on that line is.
+SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
+    # (kind, regular expression over the line, op, says)
+    ("work-wait", r"\.wait\(\s*\)", "wait", "an asynchronous collective's work handle (.wait())"),
+    ("device-sync", r"\.(item|cpu|tolist|numpy)\(\s*\)|cuda\.synchronize\(|\.synchronize\(\s*\)", "synchronize",
+     "a synchronising call: waits for the GPU when the tensor is on it"),
+    ("ddp-reducer", r"\.backward\(", "backward", "backward: DDP's gradient all_reduce runs inside it"),
+    ("sleep", r"\btime\.sleep\(|\bsleep\(", "sleep", "sleeping"),
+    ("lock", r"\.(acquire|join)\(", "thread wait", "a lock or a join"),
+)
+

@@ -1,0 +1,130 @@
+"""Hints: what to conclude or to do next, in coordinates: the mismatch ("pp=0 waits in broadcast <- ... that
+pp=1 never entered"), the peers a wait names in its locals, what a rank's DataLoader workers do, and, where
+stacks cannot tell, how to see more (CUDA_LAUNCH_BLOCKING=1, the Flight Recorder, --native, NCCL_DEBUG)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hangdoctor.analysis.places import Place, peer_tie, strip_outside, undecided, verb, who
+from hangdoctor.analysis.ranks import UNKNOWN, RankView
+from hangdoctor.analysis.wait_rules import COMM_KINDS
+from hangdoctor.model import SetAside
+from topology import ParallelDims
+
+SEQUENCE_HINT = ("record PyTorch's Flight Recorder (TORCH_FR_BUFFER_SIZE=2000 in the job's environment) to compare "
+                 "each rank's sequence of collectives, or rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL, which checks "
+                 "that every rank calls the same collective")
+NCCL_HINT = "NCCL_DEBUG=INFO shows where NCCL stalls (its transport: P2P, SHM, network)"
+GPU_HINT = ("to see where they really wait, rerun with CUDA_LAUNCH_BLOCKING=1 (collectives then block where they "
+            "are called: that is how BigScience's 200B hang showed its frames), or record PyTorch's Flight Recorder "
+            "(TORCH_FR_BUFFER_SIZE=2000 in the job's environment) to compare each rank's last collective; "
+            "`attach --native` shows the CUDA and NCCL frames")
+
+
+def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None, views: list[RankView],
+                    native: bool) -> list[str]:
+    hints = []
+    waits = verb(anchor.ranks, "waits", "wait")
+    stuck = [p for p in others if not p.moving]
+    if anchor.in_collective and stuck:
+        ranks = sorted(r for p in stuck for r in p.ranks)
+        detail = "; ".join(f"{who(p.ranks, dims)} {verb(p.ranks, 'waits', 'wait')} in {p.position}"
+                           if p.wait is not None else f"{who(p.ranks, dims)} {verb(p.ranks, 'is', 'are')} {p.position}"
+                           for p in stuck)
+        hints.append(f"{who(anchor.ranks, dims)} {waits} in {anchor.position} that {who(ranks, dims)} never "
+                     f"entered ({detail})")
+    elif not anchor.in_collective and stuck:
+        inside = [p for p in stuck if p.in_collective]
+        if inside:
+            hints.append(f"{who(anchor.ranks, dims)} {verb(anchor.ranks, 'shows', 'show')} no communication frame "
+                         f"({strip_outside(anchor.position)}) while " + "; ".join(
+                             f"{who(p.ranks, dims)} {verb(p.ranks, 'is', 'are')} still in {p.position}" for p in inside)
+                         + ": with NCCL a collective returns before it completes, so ranks that issued it are found "
+                         "later at a GPU synchronisation (.item(), .cpu(), torch.cuda.synchronize); the ranks still "
+                         "inside the call are the ones to look at")
+    for place in (p for p in others if p.moving):
+        hints.append(f"{who(anchor.ranks, dims)} {waits if anchor.in_collective else 'sit'} in {anchor.position} "
+                     f"for {who(place.ranks, dims)}, still progressing (a straggler, not a hang)")
+    if not others and anchor.in_collective:
+        hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, the collective "
+                     f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks: {NCCL_HINT}")
+    elif anchor.in_collective and any(p.in_collective and undecided(p, anchor) and not peer_tie(p, anchor)
+                                      for p in stuck):
+        hints.append(f"the ranks wait in calls that do not match, and nothing in their stacks says which side is "
+                     f"out of step: {SEQUENCE_HINT}")
+    hints += _peer_hints(anchor, views, dims)
+    for place in [anchor, *stuck]:
+        helped = [v for v in place.views if v.helper is not None]
+        if helped:
+            name, wait = helped[0].helper
+            hints.append(f"{who(place.ranks, dims)} {verb(place.ranks, 'sits', 'sit')} in backward while another "
+                         f"thread ({name!r}) waits in {wait.label}: the communication backward waits for")
+    gpu_places = [p for p in [anchor, *stuck] if p.activity == "device-sync" or (
+        p.activity == UNKNOWN and p.gpu is not False and any(q.in_collective for q in [anchor, *stuck]))]
+    if gpu_places:
+        ranks = sorted(r for p in gpu_places for r in p.ranks)
+        hints.append(f"{who(ranks, dims)} may be waiting on the GPU for an asynchronous collective: {GPU_HINT}")
+    elif not native and any(p.activity == UNKNOWN for p in [anchor, *stuck]):
+        hints.append("add --native to see waits inside C++/CUDA calls of the ranks outside any known wait")
+    return hints
+
+
+def worker_hints(places: list[Place], set_aside: list[SetAside], dims: ParallelDims | None) -> list[str]:
+    """A rank waiting for its DataLoader: what its workers are doing (the busy or blocked ones)."""
+    hints = []
+    for place in (p for p in places if p.activity == "dataloader"):
+        pids = {v.identity.pid: v for v in place.views}
+        hosts = {v.identity.host for v in place.views}
+        workers = [a for a in set_aside if a.role == "worker" and a.host in hosts and (a.ppid in pids or a.ppid is None)]
+        working = [a for a in workers if not a.idle]
+        if working:
+            hints.append(f"{who(place.ranks, dims)} {verb(place.ranks, 'waits', 'wait')} for a batch from its "
+                         f"DataLoader workers; " + "; ".join(
+                             f"worker pid {a.pid}" + (f" (of rank {pids[a.ppid].rank})" if a.ppid in pids else "")
+                             + f" is in {a.where}" for a in working[:4]))
+        elif workers:
+            hints.append(f"{who(place.ranks, dims)} {verb(place.ranks, 'waits', 'wait')} for a batch, but its "
+                         f"DataLoader workers all wait for work: a worker may have died (check the job's log)")
+        else:
+            hints.append(f"{who(place.ranks, dims)} {verb(place.ranks, 'waits', 'wait')} for a batch from its "
+                         f"DataLoader workers: dump them too (py-spy dump --pid <worker>) to see what they do")
+    return hints
+
+
+def lone_hints(places: list[Place], dims: ParallelDims | None, native: bool) -> list[str]:
+    if not places:
+        return []
+    if len(places) == 1 and places[0].activity in COMM_KINDS | {"device-sync"} and not places[0].moving:
+        return [f"every rank that answered waits in {places[0].position}: if none is missing, the collective "
+                f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks: {NCCL_HINT}"]
+    if any(p.activity == UNKNOWN for p in places) and not native:
+        return ["no rank waits in a recognised call: compare the places above (add --native to see waits inside "
+                "C++/CUDA calls)"]
+    return []
+
+
+def _peer_hints(anchor: Place, views: list[RankView], dims: ParallelDims | None) -> list[str]:
+    """"ranks 2-3 wait in broadcast from rank 6; rank 6 is in recv <- ..." from the anchor's locals."""
+    by_rank = {v.rank: v for v in views}
+    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for view in anchor.views:
+        if view.peer is not None and view.peer.is_global:
+            groups[(view.peer.name, view.peer.value)].append(view.rank)
+    hints = []
+    for (name, peer), ranks in sorted(groups.items(), key=lambda item: item[0][1]):
+        direction = "from" if "src" in name else "to" if "dst" in name else "with"
+        other = by_rank.get(peer)
+        if other is None:
+            state = "no dump of it"
+        elif not other.responded:
+            state = f"it did not respond ({other.status})"
+        elif other.position == anchor.position:
+            continue
+        else:
+            state = f"rank {peer} is {'in ' + other.position if other.wait else other.position}"
+        hints.append(f"{who(sorted(ranks), dims)} {verb(ranks, 'waits', 'wait')} in {anchor.wait.op if anchor.wait else 'a call'} "
+                     f"{direction} rank {peer} ({name}); {state}")
+    return hints
+
+
