@@ -177,3 +177,5 @@ class Collection:
     source_lines: dict[tuple[str, int], str] = field(default_factory=dict)  # (file, line) -> text, read on the node
     native: bool = False  # native frames were asked for (--native) or are in the dumps
     partial: list[str] = field(default_factory=list)  # why the input is incomplete (a dump cut off, ...)
+    flight_recorder: list = field(default_factory=list)  # formats.flight_recorder.FrDump, one per rank that had one
+    errors: list[str] = field(default_factory=list)  # input files that could not be read (the rest was analysed)

@@ -1,6 +1,7 @@
 """Parallel topology (pure Python, no torch): ranks <-> (dp, pp, tp), folded rank ranges, readable rank sets."""
 
 from topology.dims import AXES, DEFAULT_ORDER, ParallelDims, RankCoords, parse_order
+from topology.groups import describe_group, group_axes
 from topology.ranksets import describe_ranks, fold_ranks, parse_ranks
 
 __all__ = [
@@ -8,8 +9,10 @@ __all__ = [
     "DEFAULT_ORDER",
     "ParallelDims",
     "RankCoords",
+    "describe_group",
     "describe_ranks",
     "fold_ranks",
+    "group_axes",
     "parse_order",
     "parse_ranks",
 ]

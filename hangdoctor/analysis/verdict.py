@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hangdoctor.analysis.classes import RankClass, build_classes
+from hangdoctor.analysis.classes import RankClass, build_classes, where
+from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
-from hangdoctor.analysis.places import Place, build_places
+from hangdoctor.analysis.sequence import GroupSequence, join, statement, suspects_from
 from hangdoctor.analysis.suspects import Suspect, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waits import WaitTable, default_table
@@ -42,6 +43,9 @@ class Verdict:
     set_aside: list[SetAside] = field(default_factory=list)  # launchers and workers: not ranks
     partial: list[str] = field(default_factory=list)  # why the input is incomplete, beyond silent ranks
     native: bool = False  # native frames were asked for or seen
+    sequences: list[GroupSequence] = field(default_factory=list)  # Flight Recorder: per process group, parting first
+    flight_recorder_ranks: list[int] = field(default_factory=list)  # ranks whose Flight Recorder dump was read
+    errors: list[str] = field(default_factory=list)  # input files that could not be read
 
 
 def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTable | None = None) -> Verdict:
@@ -53,8 +57,10 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     waits: dict = {}
     views = {record.rank: view_rank(record, table, waits, collection.source_lines) for record in collection.records}
     whole = collection.whole_job and collection.world_size
-    expected = collection.world_size if whole else len(views)
-    missing = [r for r in range(expected) if r not in views] if whole else []
+    fr_ranks = sorted(d.rank for d in collection.flight_recorder)
+    fr_only = bool(fr_ranks) and not views  # Flight Recorder dumps alone: who is missing is who has no dump
+    expected = collection.world_size if whole else len(views or fr_ranks)
+    missing = [r for r in range(expected) if r not in views] if whole and not fr_only else []
     responded = sorted(r for r, v in views.items() if v.responded)
     unresponsive: dict[str, list[int]] = {}
     for rank, view in sorted(views.items()):
@@ -64,6 +70,9 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     classes = build_classes(list(views.values()), dims)
     suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
                                     set_aside=collection.set_aside)
+    sequences = join(collection.flight_recorder, dims) if collection.flight_recorder else []
+    if sequences:
+        suspects, hints = with_sequence(sequences, suspects, hints, dims)
     stacks = {rank: view.stack for rank, view in views.items() if view.stack}
     silent = {status: [r for r in ranks if not views[r].stack] for status, ranks in unresponsive.items()}
     if missing:
@@ -81,7 +90,14 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
             warnings.append(f"node {node.name}: {node.error or 'failed'}")
     hung = hung_or_not(views, places, collection.samples)
     partial = list(collection.partial)
-    title = headline(hung, views, places, expected, len(responded), missing, unresponsive)
+    if not fr_only:
+        title = headline(hung, views, places, expected, len(responded), missing, unresponsive)
+    else:
+        missing, responded = [r for r in range(expected) if r not in fr_ranks] if whole else [], fr_ranks
+        title = f"Flight Recorder dumps of {len(fr_ranks)}/{expected} ranks"
+        first = next((g for g in sequences if g.parting is not None), None)
+        title += (f"; first parting at #{first.parting.seq} of the {first.name}" if first else
+                  "; every group's members issued the same collectives")
     if partial:
         title += f"; partial: {len(partial)} dump{'s' if len(partial) > 1 else ''} cut off"
     return Verdict(
@@ -91,7 +107,30 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         dims_source=collection.dims_source, nodes=collection.nodes, source=collection.source,
         samples=collection.samples, interval=collection.interval, warnings=warnings + partial, all_threads=all_threads,
         set_aside=list(collection.set_aside), partial=partial, native=collection.native,
+        sequences=sequences, flight_recorder_ranks=fr_ranks, errors=list(collection.errors),
     )
+
+
+def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: list[str],
+                  dims: ParallelDims | None) -> tuple[list[Suspect], list[str]]:
+    """The Flight Recorder's evidence before the stacks': its suspects first (a stack suspect of the same ranks
+    takes its evidence and becomes certain), its partings first among the hints."""
+    found = []
+    for ranks, kind, sure, reason in suspects_from(groups):
+        evidence = {"type": "flight-recorder", "text": reason}
+        same = next((s for s in suspects if s.ranks == ranks), None)
+        if same is not None:
+            suspects.remove(same)
+            found.append(Suspect(ranks, same.where, f"{reason}; {same.reason}", kind, sure, [evidence, *same.evidence]))
+        else:
+            found.append(Suspect(ranks, where(ranks, dims), reason, kind, sure, [evidence]))
+    parted = [statement(g, lambda ranks: who(sorted(ranks), dims)) for g in groups if g.parting is not None][:4]
+    if not parted:
+        last = max((max(g.last_issued.values(), default=0), g.name) for g in groups)
+        parted = [f"Flight Recorder: in every process group the members issued the same collectives (the {last[1]} "
+                  f"up to #{last[0]}): no rank skipped or reordered one; if ranks still wait, the collective itself "
+                  f"(network, NCCL/gloo) is stuck"]
+    return found + suspects, parted + hints
 
 
 def thread_stacks(collection: Collection) -> tuple[dict[int, Stack], list[tuple[int, Stack]]]:

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     except InputError as exc:
         raise CommandError(str(exc), "pass an attach output folder, node .json files or py-spy dumps",
                            EXIT_NOT_FOUND) from None
-    if not collection.records:
+    if not collection.records and not collection.flight_recorder:
         aside = collection.set_aside
         what = (f"only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
                 f"({', '.join(sorted({a.why for a in aside}))})" if aside else "no process of the job")

@@ -83,6 +83,8 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
 def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console, *, report: dict | None = None) -> int:
     """Print the verdict (report or JSON; `report` is verdict_to_dict(verdict) when already made) on stdout,
     warnings on stderr, then write the pictures asked for; return the exit code."""
+    for error in verdict.errors:
+        err.print(f"Error: {error}", markup=False, highlight=False, soft_wrap=True)
     for warning in verdict.warnings:
         err.print(f"Warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if args.json:
@@ -106,7 +108,7 @@ def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console,
 
 def exit_code(verdict: Verdict) -> int:
     complete = not verdict.missing and not verdict.unresponsive and len(verdict.responded) >= verdict.expected \
-        and not verdict.partial
+        and not verdict.partial and not verdict.errors
     return EXIT_OK if complete else EXIT_PARTIAL
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hangdoctor.analysis.launchers import set_aside
 from hangdoctor.analysis.waits import WaitTable, default_table
+from hangdoctor.formats.flight_recorder import FrError, looks_like_fr, rank_of, read_fr
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
 from hangdoctor.formats.pyspy_text import looks_like_text_dump, parse_text
@@ -45,7 +46,14 @@ def expand(paths: list[Path]) -> list[Path]:
     for path in paths:
         if path.is_dir():
             nodes = sorted((path / "nodes").glob("*.json")) if (path / "nodes").is_dir() else []
-            files.extend(nodes or sorted(p for p in path.iterdir() if p.is_file() and p.suffix in _SUFFIXES))
+            if nodes:  # an attach folder: its node files, and the Flight Recorder dumps it fetched
+                files.extend(nodes)
+                if (path / "fr").is_dir():
+                    files.extend(sorted((p for p in (path / "fr").iterdir() if p.is_file() and rank_of(p) is not None),
+                                        key=lambda p: (rank_of(p), p.name)))
+            else:  # dumps, and Flight Recorder files named <prefix><rank>
+                files.extend(sorted(p for p in path.iterdir() if p.is_file()
+                                    and (p.suffix in _SUFFIXES or rank_of(p) is not None)))
         elif path.is_file():
             files.append(path)
         else:
@@ -61,15 +69,23 @@ class Extras:
     partial: list[str] = field(default_factory=list)  # why the input is incomplete (a dump cut off)
     source_lines: dict = field(default_factory=dict)  # (file, line) -> text, read by collectors
     native: bool = False  # a collector was asked for native frames
+    flight_recorder: list = field(default_factory=list)  # FrDump per rank
 
 
 def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport], list[Found]]:
     """One input file's processes; `extras` collects what it carries beside them."""
     extras = Extras() if extras is None else extras
     try:
-        text = path.read_text(errors="replace")
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if looks_like_fr(raw):
+        try:
+            extras.flight_recorder.append(read_fr(path, raw))
+        except FrError as exc:
+            raise InputError(str(exc)) from None
+        return [], []
+    text = raw.decode("utf-8", "replace")
     stripped = text.lstrip()
     data = None
     if stripped.startswith(("{", "[")):
@@ -159,7 +175,8 @@ def merge_same_host(reports: list[NodeReport]) -> list[NodeReport]:
 def build_collection(reports: list[NodeReport], found: list[Found], flags: TopologyFlags, *, source: str,
                      samples: int = 1, interval: float = 0.0, warnings: list[str] | None = None,
                      table: WaitTable | None = None, partial: list[str] | None = None,
-                     source_lines: dict | None = None, native: bool = False) -> Collection:
+                     source_lines: dict | None = None, native: bool = False,
+                     flight_recorder: list | None = None, errors: list[str] | None = None) -> Collection:
     """Set launchers and workers aside, merge samples of the same process, settle identities (ranks,
     coordinates) once, and wrap everything analysis needs."""
     notes = list(warnings or [])
@@ -170,6 +187,11 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
         interval = round((max(times) - min(times)) / (most - 1), 2) if times else 0.0
         samples = most
     notes += assign_missing_ranks(found)
+    fr = _one_per_rank(flight_recorder or [], notes)
+    if fr and flags.world_size is None and not any(f.world_size for f in found):
+        # the dumps' own evidence: the default group's members, else one dump per rank
+        default = next((d.group_ranks["0"] for d in fr if d.group_ranks.get("0")), ())
+        flags = replace(flags, world_size=len(default) or max(max(d.rank for d in fr) + 1, len(found)))
     dims, dims_source, world, topo_notes = guess_topology(found, flags)
     notes += topo_notes
     records, record_notes = build_records(found, dims)
@@ -177,7 +199,22 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
     native = native or any(frame.native for stack in _unique_stacks(found) for frame in stack)
     return Collection(records=records, dims=dims, dims_source=dims_source, world_size=world, nodes=reports,
                       source=source, samples=samples, interval=interval, warnings=notes, set_aside=aside,
-                      source_lines=dict(source_lines or {}), native=native, partial=list(partial or []))
+                      source_lines=dict(source_lines or {}), native=native, partial=list(partial or []),
+                      flight_recorder=fr, errors=list(errors or []))
+
+
+def _one_per_rank(dumps: list, notes: list[str]) -> list:
+    """The Flight Recorder dumps, one per rank: the JSON and the pickle of one rank say the same, the pickle (which
+    carries the stacks) is kept."""
+    kept: dict[int, object] = {}
+    for dump in dumps:
+        other = kept.get(dump.rank)
+        if other is None or (other.source.endswith(".json") and not dump.source.endswith(".json")):
+            kept[dump.rank] = dump
+        elif len(other.entries) != len(dump.entries):
+            notes.append(f"two Flight Recorder dumps of rank {dump.rank} differ ({other.source}, {dump.source}): "
+                         f"keeping {other.source}")
+    return [kept[r] for r in sorted(kept)]
 
 
 def _unique_stacks(found: list[Found]):
@@ -194,14 +231,23 @@ def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None 
     files = expand(paths)
     if not files:
         raise InputError(f"no dump files in {', '.join(map(str, paths))}")
-    reports, found, extras = [], [], Extras()
+    reports, found, extras, errors = [], [], Extras(), []
     for path in files:
-        file_reports, file_found = read_file(path, extras)
+        try:
+            file_reports, file_found = read_file(path, extras)
+        except InputError as exc:
+            if len(files) == 1:
+                raise
+            errors.append(str(exc))  # one bad file among many: said, and the rest analysed
+            continue
         reports += file_reports
         found += file_found
+    if errors and not found and not extras.flight_recorder:
+        raise InputError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
     what = f"{len(files)} file{'s' if len(files) != 1 else ''}"
     return build_collection(merge_same_host(reports), found, flags, source=what, warnings=extras.notes, table=table,
-                            partial=extras.partial, source_lines=extras.source_lines, native=extras.native)
+                            partial=extras.partial, source_lines=extras.source_lines, native=extras.native,
+                            flight_recorder=extras.flight_recorder, errors=errors)
 
 
 def source_lines_of(docs: list[dict]) -> dict:

@@ -71,6 +71,17 @@ def verdict_to_dict(verdict: Verdict) -> dict:
                       for a in verdict.set_aside],
         "partial": verdict.partial,
         "native": verdict.native,
+        "errors": verdict.errors,
+        "flight_recorder": {"ranks": ranks_dict(verdict.flight_recorder_ranks), "groups": [
+            {"group": g.group, "desc": g.desc, "name": g.name, "axes": list(g.axes), **ranks_dict(g.ranks),
+             "last_issued": {str(r): s for r, s in g.last_issued.items()},
+             "last_completed": {str(r): s for r, s in g.last_completed.items()}, "no_dump": g.no_dump,
+             "parting": None if g.parting is None else {
+                 "seq": g.parting.seq, "kind": g.parting.kind, "issued": g.parting.issued, "never": g.parting.never,
+                 "now_at": {str(r): None if e is None else {"group": e.group, "seq": e.seq, "op": e.op, "p2p": e.p2p,
+                                                            "state": e.state}
+                            for r, e in g.parting.last.items()}}}
+            for g in verdict.sequences]} if verdict.flight_recorder_ranks else None,
         "hints": verdict.hints,
         "warnings": verdict.warnings,
         "classes": [

@@ -1,0 +1,172 @@
+"""The collective sequence as evidence: Flight Recorder dumps joined per process group.
+
+Every rank numbers the collectives it issues in each process group (collective_seq_id, the same numbering on
+every member). For each group: the members (torch's pg_config when it has them, else the ranks whose dumps
+hold the group), each member's last issued and last completed sequence id, and the first id at which the
+members part:
+- "missing": some members issued it and others, whose dumps cover that far, never did;
+- "op": members issued different ops under the same id (a broadcast here, an all_reduce there);
+- "sizes": the same op with other tensor sizes or dtypes.
+Only ids that every member's ring buffer still holds are compared (an old id may have been overwritten on one
+rank and not on another). A member without a dump is named, never guessed. Point-to-point entries are numbered
+per pair and are not compared; a rank's last entry of any kind says where it is.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from hangdoctor.formats.flight_recorder import FrDump, FrEntry
+from topology import ParallelDims, describe_group, fold_ranks, group_axes
+
+
+@dataclass
+class Parting:
+    """The first sequence id at which a group's members part, and who did what there."""
+
+    seq: int
+    kind: str  # "missing", "op" or "sizes"
+    time_ns: int  # when the first member issued it: the group that parted first in time is the likely root
+    issued: dict[str, list[int]]  # what was issued under this id ("broadcast [4]") -> ranks
+    never: list[int]  # members whose dumps cover that far but who never issued it
+    last: dict[int, FrEntry | None]  # each member's last entry of any kind (where it is now)
+
+
+@dataclass
+class GroupSequence:
+    group: str  # torch's process-group name ("0" is the default group)
+    desc: str  # torch's description ("default_pg", "undefined", or the name given at creation)
+    ranks: list[int]  # members
+    name: str  # in coordinates: "pipeline group of dp=1 tp=0 [ranks 1,5]"
+    axes: tuple[str, ...]  # the parallel axes it spans
+    last_issued: dict[int, int]  # member -> highest collective sequence id issued
+    last_completed: dict[int, int | None]  # member -> highest completed, when torch said
+    no_dump: list[int] = field(default_factory=list)  # members without a dump
+    parting: Parting | None = None
+
+
+def join(dumps: list[FrDump], dims: ParallelDims | None) -> list[GroupSequence]:
+    """One GroupSequence per process group seen in the dumps, the groups that part first."""
+    by_rank = {d.rank: d for d in dumps}
+    members: dict[str, set[int]] = defaultdict(set)
+    descs: dict[str, str] = {}
+    for dump in dumps:
+        for name, ranks in dump.group_ranks.items():
+            members[name].update(ranks)
+        for entry in dump.entries:
+            if not entry.p2p and not dump.group_ranks.get(entry.group):
+                members[entry.group].add(dump.rank)
+        descs.update({k: v for k, v in dump.group_desc.items() if v})
+    last_entry = {d.rank: max(d.entries, key=lambda e: e.time_ns, default=None) for d in dumps}
+    groups = []
+    for name, ranks in members.items():
+        ranks_sorted = sorted(ranks)
+        seqs = {r: {e.seq: e for e in by_rank[r].entries if e.group == name and not e.p2p}
+                for r in ranks_sorted if r in by_rank}
+        if not any(seqs.values()):
+            continue
+        status = {r: by_rank[r].status.get(name, {}) for r in seqs}
+        group = GroupSequence(
+            group=name, desc=descs.get(name, ""), ranks=ranks_sorted,
+            name=describe_group(ranks_sorted, dims), axes=group_axes(ranks_sorted, dims) if dims else (),
+            last_issued={r: max(s, default=0) for r, s in seqs.items()},
+            last_completed={r: status[r].get("last_completed_collective") for r in seqs},
+            no_dump=[r for r in ranks_sorted if r not in by_rank])
+        group.parting = _first_parting(seqs, last_entry)
+        groups.append(group)
+    groups.sort(key=lambda g: (g.parting is None, g.parting.time_ns if g.parting else 0, -len(g.ranks), g.group))
+    return groups
+
+
+def _first_parting(seqs: dict[int, dict[int, FrEntry]], last_entry: dict[int, FrEntry | None]) -> Parting | None:
+    held = [s for s in seqs.values() if s]
+    if len(seqs) < 2 or not held:
+        return None
+    start = max(min(s) for s in held)  # every buffer still holds ids from here on
+    end = max(max(s) for s in held)
+    for seq in range(start, end + 1):
+        issued: dict[str, list[int]] = defaultdict(list)
+        never = []
+        for rank, by_seq in seqs.items():
+            entry = by_seq.get(seq)
+            if entry is None:
+                if max(by_seq, default=0) < seq:
+                    never.append(rank)
+                continue
+            issued[_what(entry)].append(rank)
+        when = min((seqs[r][seq].time_ns for ranks in issued.values() for r in ranks), default=0)
+        if never and issued:
+            return Parting(seq, "missing", when, dict(issued), never, {r: last_entry.get(r) for r in seqs})
+        if len(issued) > 1:
+            ops = {what.split(" [", 1)[0] for what in issued}
+            return Parting(seq, "op" if len(ops) > 1 else "sizes", when, dict(issued), [],
+                           {r: last_entry.get(r) for r in seqs})
+    return None
+
+
+def _what(entry: FrEntry) -> str:
+    sizes = ",".join("x".join(map(str, s)) or "scalar" for s in entry.sizes)
+    return f"{entry.op} [{sizes}{' ' + '/'.join(sorted(set(entry.dtypes))) if entry.dtypes else ''}]"
+
+
+def statement(group: GroupSequence, describe) -> str:
+    """The parting in words, ranks named by `describe(ranks)` (coordinates), e.g. "pipeline group of dp=1 tp=0
+    [ranks 1,5]: rank 1 waits in broadcast #41; rank 5 never issued #41 and is at recv #7 (p2p)"."""
+    parting = group.parting
+    assert parting is not None
+    parts = []
+    for what, ranks in sorted(parting.issued.items(), key=lambda item: item[1][0]):
+        op = what.split(" [", 1)[0]
+        verb = "issued" if parting.kind != "missing" else ("waits in" if len(ranks) == 1 else "wait in")
+        parts.append(f"{describe(ranks)} {verb} {op} #{parting.seq}"
+                     + (f" ({what.split(' ', 1)[1]})" if parting.kind == "sizes" else ""))
+    if parting.never:
+        heres = defaultdict(list)
+        for rank in parting.never:
+            last = parting.last.get(rank)
+            heres[_where(last, group.group)].append(rank)
+        for here, ranks in heres.items():
+            parts.append(f"{describe(ranks)} never issued #{parting.seq}{' and ' + ('is' if len(ranks) == 1 else 'are')} "
+                         f"at {here}" if here else f"{describe(ranks)} never issued #{parting.seq}")
+    text = f"{group.name}: " + "; ".join(parts)
+    if group.no_dump:
+        text += f" (no dump of rank{'s' if len(group.no_dump) > 1 else ''} {fold_ranks(group.no_dump)})"
+    return text
+
+
+def _where(entry: FrEntry | None, group: str) -> str:
+    if entry is None:
+        return ""
+    kind = "p2p " if entry.p2p else ""
+    other = "" if entry.group == group else f" in group {entry.group}"
+    return f"{entry.op}{' ' + entry.detail if entry.detail else ''} #{entry.seq} ({kind}{entry.state}{other})".replace(
+        "( ", "(")
+
+
+def suspects_from(groups: list[GroupSequence]) -> list[tuple[list[int], str, str, str]]:
+    """(ranks, kind, confidence, reason) from the partings, the earliest first: members that never issued a
+    collective the others wait in ("never-issued", high: the recorder saw it), and members that issued another
+    op or other sizes under the same id ("other-op", high when they are fewer than the rest)."""
+    out = []
+    for group in groups:
+        parting = group.parting
+        if parting is None:
+            continue
+        if parting.kind == "missing":
+            waiting = sorted(r for ranks in parting.issued.values() for r in ranks)
+            ops = "/".join(sorted({w.split(" [", 1)[0] for w in parting.issued}))
+            out.append((sorted(parting.never), "never-issued", "high",
+                        f"never issued {ops} #{parting.seq} of the {group.name}, which rank"
+                        f"{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} issued (Flight Recorder)"))
+            continue
+        largest = max(parting.issued.values(), key=len)
+        for what, ranks in parting.issued.items():
+            if ranks is largest:
+                continue
+            sure = "high" if len(ranks) < len(largest) else "low"  # as many each way: either may be the odd one
+            out.append((sorted(ranks), "other-op", sure,
+                        f"issued {what} as #{parting.seq} of the {group.name}, where rank"
+                        f"{'s' if len(largest) > 1 else ''} {fold_ranks(largest)} issued "
+                        f"{next(w for w, r in parting.issued.items() if r is largest)} (Flight Recorder)"))
+    return out

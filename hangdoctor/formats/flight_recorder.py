@@ -1,0 +1,168 @@
+"""PyTorch's Flight Recorder dumps -> per-rank records of the collectives each rank issued.
+
+torch keeps, per process, a ring buffer of its last collectives (TORCH_FR_BUFFER_SIZE entries; gloo and NCCL) and
+writes it as one file per rank: the prefix in TORCH_FR_DUMP_TEMP_FILE followed by the rank (`fr_rank_3`), as a
+pickle (`_dump_fr_trace`) or as JSON (`_dump_fr_trace_json`). A dump is a dict: `version`, `pg_config` (name ->
+ranks, desc; empty for gloo groups in torch 2.13), `pg_status` (name -> last enqueued/started/completed
+sequence id), `entries` (each: process_group [name, desc], collective_seq_id or p2p_seq_id, profiling_name
+"gloo:broadcast", input/output sizes and dtypes, state, the Python stack at issue time).
+
+The pickle is untrusted input: `_PlainUnpickler` admits plain containers and scalars only (no class is ever
+looked up, so nothing can be constructed or called); anything else is a `FrError`, one line that names the file.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hangdoctor.formats import frames as interned
+from hangdoctor.model import Stack
+
+MAX_BYTES = 512 << 20  # a dump of 20,000 entries with stacks is a few MB
+_RANK = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
+
+
+class FrError(ValueError):
+    """A file that is not a readable Flight Recorder dump; the message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrEntry:
+    group: str  # the process group's name, the same on every rank ("0" is the default group)
+    seq: int  # collective_seq_id, or p2p_seq_id for point-to-point entries
+    p2p: bool
+    op: str  # "broadcast", from "gloo:broadcast" / "nccl:broadcast"
+    detail: str  # what follows the op in the profiling name (p2p peers, "0->1"), else ""
+    sizes: tuple  # input sizes, e.g. ((4,),)
+    dtypes: tuple
+    state: str  # "scheduled", "started", "completed"
+    time_ns: int
+    stack: Stack = ()  # innermost first, as py-spy's
+
+    @property
+    def label(self) -> str:
+        sizes = ",".join("x".join(map(str, s)) or "scalar" for s in self.sizes)
+        return f"{self.op}{' ' + self.detail if self.detail else ''} #{self.seq} [{sizes}]"
+
+
+@dataclass
+class FrDump:
+    rank: int  # global rank, from the file name
+    source: str  # the file
+    version: str
+    entries: list[FrEntry] = field(default_factory=list)
+    group_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # from pg_config, when torch filled it
+    group_desc: dict[str, str] = field(default_factory=dict)
+    status: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> last_enqueued/started/completed
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Only dicts, lists, tuples, strings, numbers, booleans and None: every global lookup is refused, and with
+    it every way a pickle has of calling code (REDUCE, BUILD, NEWOBJ, INST all need a looked-up class)."""
+
+    def find_class(self, module: str, name: str):  # noqa: D102
+        raise pickle.UnpicklingError(f"it refers to {module}.{name}, and only plain data is read")
+
+    def persistent_load(self, pid):  # noqa: D102
+        raise pickle.UnpicklingError("it refers to a persistent object, and only plain data is read")
+
+
+def looks_like_fr(data: bytes) -> bool:
+    """A pickle, or JSON with the Flight Recorder's keys (cheap: the first bytes only)."""
+    head = data[:4096].lstrip()
+    return data[:1] == b"\x80" or (head.startswith(b"{") and b'"entries"' in data[:1 << 20]
+                                    and (b'"pg_status"' in data[:1 << 20] or b'"pg_config"' in data[:1 << 20]))
+
+
+def rank_of(path: Path) -> int | None:
+    match = _RANK.search(path.name)
+    return int(match[1]) if match else None
+
+
+def read_fr(path: Path, data: bytes | None = None) -> FrDump:
+    """One rank's dump. Raises FrError."""
+    try:
+        data = path.read_bytes() if data is None else data
+    except OSError as exc:
+        raise FrError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_BYTES:
+        raise FrError(f"{path}: {len(data) >> 20} MiB is more than a Flight Recorder dump holds")
+    rank = rank_of(path)
+    if rank is None:
+        raise FrError(f"{path}: no rank at the end of the file name (torch names dumps <prefix><rank>)")
+    if data[:1] == b"\x80":
+        try:
+            raw = _PlainUnpickler(io.BytesIO(data)).load()
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+                MemoryError, RecursionError) as exc:
+            raise FrError(f"{path}: not a readable Flight Recorder pickle ({exc or type(exc).__name__})") from None
+    else:
+        try:
+            raw = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise FrError(f"{path}: not a Flight Recorder dump (neither its pickle nor its JSON: {exc})") from None
+    try:
+        return _dump(raw, rank, str(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise FrError(f"{path}: a damaged Flight Recorder dump ({type(exc).__name__}: {exc})") from None
+
+
+def _dump(raw: object, rank: int, source: str) -> FrDump:
+    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
+        raise ValueError("no list of entries")
+    dump = FrDump(rank=rank, source=source, version=str(raw.get("version", "")))
+    for name, config in (raw.get("pg_config") or {}).items():
+        if not isinstance(config, dict) or not name:
+            continue
+        ranks = config.get("ranks")
+        if isinstance(ranks, str):  # torch writes the list as its text, "[0, 1]"
+            ranks = [int(r) for r in re.findall(r"-?\d+", ranks)]
+        if isinstance(ranks, list) and ranks:
+            dump.group_ranks[str(name)] = tuple(int(r) for r in ranks)
+        dump.group_desc[str(name)] = str(config.get("desc", ""))
+    for name, status in (raw.get("pg_status") or {}).items():
+        if isinstance(status, dict):
+            dump.status[str(name)] = {key: int(value) for key, value in status.items()
+                                      if str(value).lstrip("-").isdigit()}
+    for item in raw["entries"]:
+        dump.entries.append(_entry(item))
+        group = item.get("process_group")
+        if isinstance(group, (list, tuple)) and len(group) == 2 and group[1]:
+            dump.group_desc.setdefault(str(group[0]), str(group[1]))
+    return dump
+
+
+def _entry(item: dict) -> FrEntry:
+    group = item.get("process_group") or ["", ""]
+    name = str(group[0]) if isinstance(group, (list, tuple)) and group else str(item.get("pg_id", ""))
+    profiling = str(item.get("profiling_name") or "")
+    backend_op = profiling.split(":", 1)[-1].strip()
+    op, _, detail = backend_op.partition(" ")
+    p2p = bool(item.get("is_p2p"))
+    seq = int(item.get("p2p_seq_id") if p2p else item.get("collective_seq_id") or 0)
+    frames = item.get("frames") or []
+    stack = interned.stack([interned.frame(str(f.get("name", "?")), _short(str(f.get("filename", "?"))),
+                                           int(f.get("line") or 0), False) for f in frames if isinstance(f, dict)])
+    return FrEntry(group=name, seq=seq, p2p=p2p, op=op or "?", detail=detail.strip(),
+                   sizes=_shape_list(item.get("input_sizes")), dtypes=tuple(map(str, item.get("input_dtypes") or ())),
+                   state=str(item.get("state", "")), time_ns=int(item.get("time_created_ns") or 0), stack=stack)
+
+
+def _shape_list(value) -> tuple:
+    if not isinstance(value, list):
+        return ()
+    return tuple(tuple(int(x) for x in shape) if isinstance(shape, list) else (int(shape),) for shape in value)
+
+
+_SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
+
+
+def _short(filename: str) -> str:
+    """py-spy's short file name: relative to site-packages when it is there."""
+    return _SITE.sub("", filename)
