@@ -46,8 +46,8 @@ class GroupSequence:
     parting: Parting | None = None
 
 
-def join(dumps: list[FrDump], dims: ParallelDims | None) -> list[GroupSequence]:
-    """One GroupSequence per process group seen in the dumps, the groups that part first."""
+def join(dumps: list[FrDump], dims: ParallelDims | None, world: int | None = None) -> list[GroupSequence]:
+    """One GroupSequence per process group seen in the dumps, the group that parted first (in time) first."""
     by_rank = {d.rank: d for d in dumps}
     members: dict[str, set[int]] = defaultdict(set)
     descs: dict[str, str] = {}
@@ -69,7 +69,7 @@ def join(dumps: list[FrDump], dims: ParallelDims | None) -> list[GroupSequence]:
         status = {r: by_rank[r].status.get(name, {}) for r in seqs}
         group = GroupSequence(
             group=name, desc=descs.get(name, ""), ranks=ranks_sorted,
-            name=describe_group(ranks_sorted, dims), axes=group_axes(ranks_sorted, dims) if dims else (),
+            name=_name(ranks_sorted, dims, world), axes=group_axes(ranks_sorted, dims) if dims else (),
             last_issued={r: max(s, default=0) for r, s in seqs.items()},
             last_completed={r: status[r].get("last_completed_collective") for r in seqs},
             no_dump=[r for r in ranks_sorted if r not in by_rank])
@@ -77,6 +77,12 @@ def join(dumps: list[FrDump], dims: ParallelDims | None) -> list[GroupSequence]:
         groups.append(group)
     groups.sort(key=lambda g: (g.parting is None, g.parting.time_ns if g.parting else 0, -len(g.ranks), g.group))
     return groups
+
+
+def _name(ranks: list[int], dims: ParallelDims | None, world: int | None) -> str:
+    if dims is None and world and ranks == list(range(world)):
+        return f"world [ranks {fold_ranks(ranks)}]"
+    return describe_group(ranks, dims)
 
 
 def _first_parting(seqs: dict[int, dict[int, FrEntry]], last_entry: dict[int, FrEntry | None]) -> Parting | None:

@@ -70,7 +70,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     classes = build_classes(list(views.values()), dims)
     suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
                                     set_aside=collection.set_aside)
-    sequences = join(collection.flight_recorder, dims) if collection.flight_recorder else []
+    sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
         suspects, hints = with_sequence(sequences, suspects, hints, dims)
     stacks = {rank: view.stack for rank, view in views.items() if view.stack}

@@ -1,0 +1,171 @@
+"""PyTorch's Flight Recorder dumps as evidence: read safely, joined per process group, stated in coordinates,
+and the same first mismatch as PyTorch's own analyser (torchfrtrace).
+
+The dumps in tests/hangdoctor/data/fr/ were written by fixtures/fr_job.py under torchrun on gloo with
+TORCH_FR_BUFFER_SIZE=2000 (each rank dumps torch's pickle and JSON when its collective times out):
+- ddp_barrier: 4 ranks of DDP; after step 2 rank 0 alone calls barrier(), ranks 1-3 go on into step 3's backward;
+- shape: 3 ranks; rank 1 all_reduces a [2, 2] tensor where the others reduce [4] (same bytes: gloo cannot tell);
+- skip_allreduce: 4 ranks in tp groups 0-1 and 2-3; rank 1 skips one all_reduce of its tp group.
+"""
+
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hangdoctor.analysis.sequence import join
+from hangdoctor.analysis.verdict import diagnose
+from hangdoctor.cli import main
+from hangdoctor.formats.flight_recorder import FrError, read_fr
+from hangdoctor.formats.load import load_paths
+from hangdoctor.identity import TopologyFlags
+from topology import ParallelDims
+
+FR = Path(__file__).parent / "data" / "fr"
+
+
+def dumps(case: str, suffix: str = "") -> list:
+    return [read_fr(p) for p in sorted((FR / case).glob(f"fr_rank_?{suffix}"))]
+
+
+def test_pickle_and_json_forms_say_the_same():
+    pickles, jsons = dumps("skip_allreduce"), dumps("skip_allreduce", ".json")
+    assert [d.rank for d in pickles] == [d.rank for d in jsons] == [0, 1, 2, 3]
+    for a, b in zip(pickles, jsons):
+        assert [(e.group, e.seq, e.op, e.sizes) for e in a.entries] == [(e.group, e.seq, e.op, e.sizes) for e in b.entries]
+    rank1 = pickles[1]
+    assert [(e.group, e.seq, e.op) for e in rank1.entries if not e.p2p] == [
+        ("1", 1, "all_reduce"), ("1", 2, "all_reduce"), ("0", 1, "barrier")]
+    assert rank1.entries[0].stack[0].name == "all_reduce" and rank1.status["1"]["last_enqueued_collective"] == 2
+
+
+def test_a_skipped_all_reduce_is_named_by_group_sequence_id_and_coordinates():
+    [first, *_] = join(dumps("skip_allreduce"), ParallelDims(tp=2, dp=2))
+    assert first.name == "tensor-parallel group of dp=0 [ranks 0-1]" and first.axes == ("tp",)
+    assert (first.parting.seq, first.parting.kind, first.parting.never) == (3, "missing", [1])
+    assert first.parting.issued == {"all_reduce [4 Float]": [0]}
+    assert first.last_issued == {0: 3, 1: 2}
+    v = diagnose(load_paths([FR / "skip_allreduce"], TopologyFlags(tp=2)))
+    assert v.hints[0] == ("tensor-parallel group of dp=0 [ranks 0-1]: dp=0 tp=0 [rank 0] waits in all_reduce #3; "
+                          "dp=0 tp=1 [rank 1] never issued #3 and is at barrier #1 (scheduled in group 0)")
+    suspect = v.suspects[0]
+    assert (suspect.ranks, suspect.kind, suspect.confidence) == ([1], "never-issued", "high")
+    assert v.headline.startswith("Flight Recorder dumps of 4/4 ranks; first parting at #3")
+
+
+def test_ddp_rank_zero_barrier_is_another_op_under_the_same_id():
+    v = diagnose(load_paths([FR / "ddp_barrier"], TopologyFlags()))
+    [group] = [g for g in v.sequences if g.parting]
+    assert group.name == "world [ranks 0-3]" and group.parting.kind == "op"
+    assert group.parting.issued == {"barrier []": [0], "all_reduce [81 Float]": [1, 2, 3]}
+    assert (v.suspects[0].ranks, v.suspects[0].kind, v.suspects[0].confidence) == ([0], "other-op", "high")
+
+
+def test_other_sizes_under_the_same_op():
+    v = diagnose(load_paths([FR / "shape"], TopologyFlags()))
+    [group] = [g for g in v.sequences if g.parting]
+    assert (group.parting.seq, group.parting.kind) == (2, "sizes")
+    assert v.suspects[0].ranks == [1] and "[2x2 Float]" in v.suspects[0].reason
+
+
+def test_json_output_carries_the_join(capsys):
+    assert main(["analyze", str(FR / "skip_allreduce"), "--tp", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    fr = data["flight_recorder"]
+    assert fr["ranks"]["folded"] == "0-3"
+    first = fr["groups"][0]
+    assert (first["name"], first["parting"]["seq"], first["parting"]["never"]) == (
+        "tensor-parallel group of dp=0 [ranks 0-1]", 3, [1])
+    assert first["parting"]["now_at"]["1"] == {"group": "0", "seq": 1, "op": "barrier", "p2p": False,
+                                               "state": "scheduled"}
+
+
+# Untrusted input.
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_that_would_run_code_is_refused_and_never_runs(tmp_path, capsys):
+    marker = tmp_path / "MARKER"
+    folder = tmp_path / "fr"
+    shutil.copytree(FR / "skip_allreduce", folder)
+    evil = {"version": "2.10", "entries": [_Payload(marker)], "pg_status": {}}
+    (folder / "fr_rank_7").write_bytes(pickle.dumps(evil))
+    with pytest.raises(FrError, match="only plain data"):
+        read_fr(folder / "fr_rank_7")
+    assert main(["analyze", str(folder), "--tp", "2"]) == 1  # partial: one file could not be read
+    err = capsys.readouterr().err
+    assert re.search(r"^Error: .*fr_rank_7: not a readable Flight Recorder pickle", err, re.M)
+    assert "Traceback" not in err
+    assert not marker.exists(), "the payload ran"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "json-shape"])
+def test_damaged_and_foreign_files_are_one_error_line_and_the_rest_is_analysed(tmp_path, capsys, damage):
+    folder = tmp_path / "fr"
+    shutil.copytree(FR / "skip_allreduce", folder)
+    good = (folder / "fr_rank_3").read_bytes()
+    bad = {"truncated": good[: len(good) // 2], "foreign": b"\x89PNG\r\n\x1a\n" + os.urandom(64),
+           "json-shape": b'{"entries": 5, "pg_status": {}}'}[damage]
+    (folder / "fr_rank_3").write_bytes(bad)
+    (folder / "fr_rank_3.json").unlink()
+    code = main(["analyze", str(folder), "--tp", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.startswith("Error:")]) == 1
+    data = json.loads(out)
+    assert data["flight_recorder"]["ranks"]["folded"] == "0-2" and data["errors"]
+    assert data["flight_recorder"]["groups"][0]["parting"]["seq"] == 3, "the other ranks still tell the story"
+
+
+# Parity with PyTorch's own analyser.
+
+GROUPS = {"ddp_barrier": {"0": [0, 1, 2, 3]}, "shape": {"0": [0, 1, 2]},
+          "skip_allreduce": {"0": [0, 1, 2, 3], "1": [0, 1], "2": [2, 3]}}
+
+
+def torchfrtrace(case: str, tmp_path: Path) -> tuple[str, int, set[int]]:
+    """(group, sequence id, ranks it names) of the first mismatch torchfrtrace reports. torch 2.13 leaves
+    pg_config empty for gloo groups and torchfrtrace then fails (KeyError): the copies given to it get the
+    groups' members as NCCL dumps carry them (name, desc, ranks), nothing else changed."""
+    folder = tmp_path / case
+    folder.mkdir()
+    files = sorted((FR / case).glob("fr_rank_?"))
+    raw = {f.name: pickle.loads(f.read_bytes()) for f in files}  # our own recordings: trusted here
+    descs = {e["process_group"][0]: e["process_group"][1] for d in raw.values() for e in d["entries"]}
+    for name, data in raw.items():
+        data["pg_config"] = {g: {"name": g, "desc": descs.get(g, ""), "ranks": str(r)} for g, r in GROUPS[case].items()}
+        (folder / name).write_bytes(pickle.dumps(data))
+    exe = Path(sys.executable).with_name("torchfrtrace")
+    done = subprocess.run([str(exe), str(folder), "-p", "fr_rank_"], capture_output=True, text=True, timeout=120)
+    text = done.stdout + done.stderr
+    seq = re.search(r"(?:Not all ranks joining collective, sequence number|Collective sequence number): (\d+)", text)
+    assert seq, text[-3000:]
+    block = text[seq.start():].split("collective stack trace")[0]
+    group = re.search(r"group info: ([^:\n]+)", block)[1]
+    named: set[int] = set()
+    for match in re.finditer(r"missing ranks: \{([\d, ]+)\}|Culprit rank (\d+)", block):
+        named |= {int(x) for x in (match[1] or match[2]).split(",")}
+    return group, int(seq[1]), named
+
+
+@pytest.mark.parametrize("case", sorted(GROUPS))
+def test_the_first_mismatch_is_the_one_torchfrtrace_finds(case, tmp_path):
+    group, seq, named = torchfrtrace(case, tmp_path)
+    ours = next(g for g in join(dumps(case), None) if g.parting)
+    assert (ours.group, ours.parting.seq) == (group, seq)
+    issued = {frozenset(r) for r in ours.parting.issued.values()}
+    sides = issued | {frozenset(ours.parting.never)} if ours.parting.never else issued
+    # torchfrtrace names the ranks that differ from its reference (rank 0's entry): one side of our parting
+    assert frozenset(named) in sides or frozenset(set(GROUPS[case][group]) - named) in sides
