@@ -25,6 +25,7 @@ class RunSpec:
     expect_ok: bool = True
     resume_from: str | None = None  # name of the run whose checkpoints this one resumes from
     timeout: float = 240
+    flight_recorder: bool = False  # add --flight-recorder RUN_DIR/fr
 
 
 @dataclass
@@ -55,6 +56,10 @@ class TrainerRun:
     def weights(self) -> Path:
         return self.run_dir / "weights"
 
+    @property
+    def flight_recorder(self) -> Path:
+        return self.run_dir / "fr"
+
 
 EMBED_NORM_RUN = ["--pp", "2", "--embed-layernorm", "--train-iters", "6", "--dump-weights", "before,after", *MODEL]
 
@@ -78,9 +83,11 @@ RUNS: dict[str, RunSpec] = {
         "--pp", "2", "--embed-layernorm", "--train-iters", "4", "--dump-weights", "after", *MODEL,
         "--fault", "no-tied-grad-reduce", "--fault", "layernorm-alias",
         "--fault", "straggler:rank=1,iteration=3,seconds=2"]),
-    # The seed's hang: the last stage skips the loss broadcast at iteration 2; gloo ends it after 10 s.
+    # The seed's hang: the last stage skips the loss broadcast at iteration 2; gloo ends it after 10 s, and
+    # each rank dumps its Flight Recorder on the way out.
     "hang_pp2": RunSpec(2, ["--pp", "2", "--train-iters", "4", "--pg-timeout", "10", *MODEL,
-                            "--fault", "skip-loss-broadcast:iteration=2"], expect_ok=False, timeout=120),
+                            "--fault", "skip-loss-broadcast:iteration=2"], expect_ok=False, timeout=120,
+                        flight_recorder=True),
     "dead_rank": RunSpec(2, ["--pp", "2", "--train-iters", "4", "--pg-timeout", "20", *MODEL,
                              "--fault", "dead-rank:rank=1,iteration=2"], expect_ok=False, timeout=120),
 }
@@ -106,7 +113,8 @@ class TrainerRuns:
         if spec.resume_from:
             parent = self.get(spec.resume_from)
             shutil.copytree(parent.run_dir / "checkpoints", run_dir / "checkpoints")
-        result = run_bounded(torchrun_command(spec.nproc, run_dir, spec.args), timeout=spec.timeout, env=child_env())
+        args = [*spec.args, "--flight-recorder", str(run_dir / "fr")] if spec.flight_recorder else spec.args
+        result = run_bounded(torchrun_command(spec.nproc, run_dir, args), timeout=spec.timeout, env=child_env())
         if spec.expect_ok and result.returncode != 0:
             raise AssertionError(f"trainer run {name} failed (exit {result.returncode}):\n{result.output[-6000:]}")
         return TrainerRun(name, run_dir, result, spec)

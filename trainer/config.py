@@ -51,6 +51,8 @@ class TrainConfig:
     dump_weights: list[str] = field(default_factory=list)  # subset of ["before", "after"]
     dump_interval: int = 1  # dump at iterations where iteration % dump_interval == 0
     dump_mode: str = "full"  # "full" (exact tensors + fingerprints) or "fingerprint"
+    flight_recorder: str = ""  # folder for PyTorch Flight Recorder dumps, written when training fails ("": off)
+    fr_buffer_size: int = 0  # Flight Recorder entries kept per rank (0: TORCH_FR_BUFFER_SIZE if set, else 2000)
 
     def dims(self, world_size: int) -> ParallelDims:
         return ParallelDims.from_world(world_size, tp=self.tp, pp=self.pp, order=self.parallel_order)
@@ -89,6 +91,12 @@ class TrainConfig:
         bad_tags = [t for t in self.dump_weights if t not in ("before", "after")]
         if bad_tags:
             raise ValueError(f"--dump-weights {','.join(self.dump_weights)}: expected before, after or both")
+        if self.fr_buffer_size < 0:
+            raise ValueError(f"--fr-buffer-size {self.fr_buffer_size} must not be negative")
+        if self.fr_buffer_size and not self.flight_recorder:
+            raise ValueError(f"--fr-buffer-size {self.fr_buffer_size} needs --flight-recorder DIR")
+        if self.flight_recorder and Path(self.flight_recorder).exists() and not Path(self.flight_recorder).is_dir():
+            raise ValueError(f"--flight-recorder {self.flight_recorder}: exists and is not a folder")
         for name, value in (("--train-iters", self.train_iters), ("--pg-timeout", self.pg_timeout),
                             ("--dump-interval", self.dump_interval), ("--log-interval", self.log_interval)):
             if value <= 0:
@@ -144,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dump-weights", default="", help="before,after: weightdiff dumps around each iteration")
     r.add_argument("--dump-interval", type=int, default=d.dump_interval)
     r.add_argument("--dump-mode", default=d.dump_mode, choices=("full", "fingerprint"))
+    r.add_argument("--flight-recorder", default=d.flight_recorder, metavar="DIR",
+                   help="record collectives with PyTorch's Flight Recorder; each rank writes DIR/fr_rank_<rank> "
+                        "(and .json) when training fails, e.g. when a collective times out")
+    r.add_argument("--fr-buffer-size", type=int, default=d.fr_buffer_size, metavar="N",
+                   help="Flight Recorder entries per rank (default: TORCH_FR_BUFFER_SIZE, else 2000)")
     return p
 
 

@@ -3,6 +3,7 @@
 Each iteration, on every rank: set the fault clock, dump weights (before), `engine.train_batch`, dump weights
 (after), and every `save_interval` iterations a collective checkpoint save. The last global rank prints the
 Megatron-DeepSpeed line and appends the exact loss to RUN/metrics.jsonl (as Megatron's `print_rank_last`).
+With `--flight-recorder DIR`, an exception that leaves training first dumps each rank's Flight Recorder there.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from topology import ParallelDims, RankCoords
 from throughput.flops import megatron_tflops
 from throughput.logline import IterationStats, format_iteration_line
+from trainer import flight_recorder
 from trainer.config import TrainConfig
 from trainer.data import replica_micro_batches
 from trainer.distributed import ProcessIdentity, init_distributed, prepare_deepspeed_import, use_cuda
@@ -108,10 +110,19 @@ def _log_iteration(ctx: RunContext, loss: float, seconds: float, engine) -> None
 
 
 def train(ctx: RunContext) -> None:
+    """Start torch.distributed, then build and train; with --flight-recorder, a failure first dumps the FR."""
     cfg = ctx.cfg
+    if cfg.flight_recorder:  # before any process group exists, or torch records nothing
+        flight_recorder.enable(cfg.flight_recorder, buffer_size=cfg.fr_buffer_size, rank=ctx.ident.rank)
     prepare_deepspeed_import()
     _quiet_deepspeed()
     init_distributed(cfg.pg_timeout, ctx.ident.local_rank)
+    with flight_recorder.dump_on_error(cfg.flight_recorder or None, ctx.ident.rank):
+        _build_and_train(ctx)
+
+
+def _build_and_train(ctx: RunContext) -> None:
+    cfg = ctx.cfg
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     if ctx.ident.rank == 0:
         _write_config(ctx)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.formats.flight_recorder import FrDump, FrEntry
 from topology import ParallelDims, describe_group, fold_ranks, group_axes
+from topology.groups import AXIS_NAMES
 
 
 @dataclass
@@ -116,6 +117,43 @@ def _what(entry: FrEntry) -> str:
     return f"{entry.op} [{sizes}{' ' + '/'.join(sorted(set(entry.dtypes))) if entry.dtypes else ''}]"
 
 
+def merge_alike(groups: list[GroupSequence], dims: ParallelDims | None) -> list[GroupSequence]:
+    """Groups of the same axes that parted alike (same id, same ops, the same kind of place for the late ranks),
+    as one: the pipeline groups of every tp rank of dp=1 tell one story, "pipeline groups of dp=1 [ranks 2-3,6-7]".
+    Order kept (the earliest parting first); groups without a parting are left out."""
+    merged: dict[tuple, GroupSequence] = {}
+    for group in groups:
+        parting = group.parting
+        if parting is None:
+            continue
+        late = frozenset(e.op if e else "" for r, e in parting.last.items() if r in parting.never)
+        key = (group.axes, parting.seq, parting.kind, frozenset(parting.issued), late)
+        if not group.axes or key not in merged:
+            merged[key if group.axes else (id(group),)] = group
+            continue
+        first = merged[key]
+        issued = {what: sorted(first.parting.issued.get(what, []) + parting.issued.get(what, []))
+                  for what in set(first.parting.issued) | set(parting.issued)}
+        ranks = sorted(set(first.ranks) | set(group.ranks))
+        merged[key] = GroupSequence(
+            group=f"{first.group}+{group.group}", desc=first.desc, ranks=ranks, name=_plural_name(ranks, group.axes, dims),
+            axes=group.axes, last_issued={**first.last_issued, **group.last_issued},
+            last_completed={**first.last_completed, **group.last_completed}, no_dump=first.no_dump + group.no_dump,
+            parting=Parting(parting.seq, parting.kind, min(first.parting.time_ns, parting.time_ns), issued,
+                            sorted(first.parting.never + parting.never), {**first.parting.last, **parting.last}))
+    return list(merged.values())
+
+
+def _plural_name(ranks: list[int], axes: tuple[str, ...], dims: ParallelDims | None) -> str:
+    kind = " x ".join(AXIS_NAMES[a] for a in axes)
+    if dims is None:
+        return f"{kind} groups [ranks {fold_ranks(ranks)}]"
+    coords = [dims.coords(r) for r in ranks]
+    fixed = " ".join(f"{axis}={getattr(coords[0], axis)}" for axis in ("pp", "dp", "tp") if axis not in axes
+                     and getattr(dims, axis) > 1 and len({getattr(c, axis) for c in coords}) == 1)
+    return f"{kind} groups{' of ' + fixed if fixed else ''} [ranks {fold_ranks(ranks)}]"
+
+
 def statement(group: GroupSequence, describe) -> str:
     """The parting in words, ranks named by `describe(ranks)` (coordinates), e.g. "pipeline group of dp=1 tp=0
     [ranks 1,5]: rank 1 waits in broadcast #41; rank 5 never issued #41 and is at recv #7 (p2p)"."""
@@ -128,37 +166,45 @@ def statement(group: GroupSequence, describe) -> str:
         parts.append(f"{describe(ranks)} {verb} {op} #{parting.seq}"
                      + (f" ({what.split(' ', 1)[1]})" if parting.kind == "sizes" else ""))
     if parting.never:
-        heres = defaultdict(list)
+        heres: dict[str, list[int]] = defaultdict(list)
+        groups_at: dict[str, set[str]] = defaultdict(set)
         for rank in parting.never:
             last = parting.last.get(rank)
-            heres[_where(last, group.group)].append(rank)
+            here = _where(last)
+            heres[here].append(rank)
+            if last is not None and last.group not in group.group.split("+"):
+                groups_at[here].add(last.group)
         for here, ranks in heres.items():
-            parts.append(f"{describe(ranks)} never issued #{parting.seq}{' and ' + ('is' if len(ranks) == 1 else 'are')} "
-                         f"at {here}" if here else f"{describe(ranks)} never issued #{parting.seq}")
+            elsewhere = f" in group{'s' if len(groups_at[here]) > 1 else ''} {', '.join(sorted(groups_at[here]))}" \
+                if groups_at[here] else ""
+            parts.append(f"{describe(ranks)} never issued #{parting.seq} and {'is' if len(ranks) == 1 else 'are'} at "
+                         f"{here}{elsewhere}" if here else f"{describe(ranks)} never issued #{parting.seq}")
     text = f"{group.name}: " + "; ".join(parts)
     if group.no_dump:
         text += f" (no dump of rank{'s' if len(group.no_dump) > 1 else ''} {fold_ranks(group.no_dump)})"
     return text
 
 
-def _where(entry: FrEntry | None, group: str) -> str:
+def _where(entry: FrEntry | None) -> str:
     if entry is None:
         return ""
-    kind = "p2p " if entry.p2p else ""
-    other = "" if entry.group == group else f" in group {entry.group}"
-    return f"{entry.op}{' ' + entry.detail if entry.detail else ''} #{entry.seq} ({kind}{entry.state}{other})".replace(
-        "( ", "(")
+    return f"{entry.op}{' ' + entry.detail if entry.detail else ''} #{entry.seq}{' (p2p)' if entry.p2p else ''}"
 
 
 def suspects_from(groups: list[GroupSequence]) -> list[tuple[list[int], str, str, str]]:
     """(ranks, kind, confidence, reason) from the partings, the earliest first: members that never issued a
     collective the others wait in ("never-issued", high: the recorder saw it), and members that issued another
-    op or other sizes under the same id ("other-op", high when they are fewer than the rest)."""
-    out = []
+    op or other sizes under the same id ("other-op", high when they are fewer than the rest). A rank is named
+    once, in the earliest parting it takes part in: the later ones are what followed."""
+    out, named = [], set()
     for group in groups:
         parting = group.parting
         if parting is None:
             continue
+        involved = set(parting.never) | {r for ranks in parting.issued.values() for r in ranks}
+        if involved & named:  # explained by an earlier parting: its waiting ranks wait here too
+            continue
+        named |= involved
         if parting.kind == "missing":
             waiting = sorted(r for ranks in parting.issued.values() for r in ranks)
             ops = "/".join(sorted({w.split(" [", 1)[0] for w in parting.issued}))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from hangdoctor.analysis.classes import RankClass, build_classes, where
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
-from hangdoctor.analysis.sequence import GroupSequence, join, statement, suspects_from
+from hangdoctor.analysis.sequence import GroupSequence, join, merge_alike, statement, suspects_from
 from hangdoctor.analysis.suspects import Suspect, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waits import WaitTable, default_table
@@ -95,7 +95,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     else:
         missing, responded = [r for r in range(expected) if r not in fr_ranks] if whole else [], fr_ranks
         title = f"Flight Recorder dumps of {len(fr_ranks)}/{expected} ranks"
-        first = next((g for g in sequences if g.parting is not None), None)
+        first = next(iter(merge_alike(sequences, dims)), None)
         title += (f"; first parting at #{first.parting.seq} of the {first.name}" if first else
                   "; every group's members issued the same collectives")
     if partial:
@@ -115,6 +115,7 @@ def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: l
                   dims: ParallelDims | None) -> tuple[list[Suspect], list[str]]:
     """The Flight Recorder's evidence before the stacks': its suspects first (a stack suspect of the same ranks
     takes its evidence and becomes certain), its partings first among the hints."""
+    everyone, groups = groups, merge_alike(groups, dims)
     found = []
     for ranks, kind, sure, reason in suspects_from(groups):
         evidence = {"type": "flight-recorder", "text": reason}
@@ -124,9 +125,9 @@ def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: l
             found.append(Suspect(ranks, same.where, f"{reason}; {same.reason}", kind, sure, [evidence, *same.evidence]))
         else:
             found.append(Suspect(ranks, where(ranks, dims), reason, kind, sure, [evidence]))
-    parted = [statement(g, lambda ranks: who(sorted(ranks), dims)) for g in groups if g.parting is not None][:4]
-    if not parted:
-        last = max((max(g.last_issued.values(), default=0), g.name) for g in groups)
+    parted = [statement(g, lambda ranks: who(sorted(ranks), dims)) for g in groups][:4]
+    if not parted and everyone:
+        last = max((max(g.last_issued.values(), default=0), g.name) for g in everyone)
         parted = [f"Flight Recorder: in every process group the members issued the same collectives (the {last[1]} "
                   f"up to #{last[0]}): no rank skipped or reordered one; if ranks still wait, the collective itself "
                   f"(network, NCCL/gloo) is stuck"]

@@ -3,8 +3,8 @@
 torch keeps, per process, a ring buffer of its last collectives (TORCH_FR_BUFFER_SIZE entries; gloo and NCCL) and
 writes it as one file per rank: the prefix in TORCH_FR_DUMP_TEMP_FILE followed by the rank (`fr_rank_3`), as a
 pickle (`_dump_fr_trace`) or as JSON (`_dump_fr_trace_json`). A dump is a dict: `version`, `pg_config` (name ->
-ranks, desc; empty for gloo groups in torch 2.13), `pg_status` (name -> last enqueued/started/completed
-sequence id), `entries` (each: process_group [name, desc], collective_seq_id or p2p_seq_id, profiling_name
+ranks, desc; empty for gloo groups in torch 2.13), `pg_status` (local pg_id -> last enqueued/started/completed
+sequence id; the id differs between ranks, the name does not: statuses are re-keyed by name), `entries` (each: process_group [name, desc], collective_seq_id or p2p_seq_id, profiling_name
 "gloo:broadcast", input/output sizes and dtypes, state, the Python stack at issue time).
 
 The pickle is untrusted input: `_PlainUnpickler` admits plain containers and scalars only (no class is ever
@@ -126,15 +126,18 @@ def _dump(raw: object, rank: int, source: str) -> FrDump:
         if isinstance(ranks, list) and ranks:
             dump.group_ranks[str(name)] = tuple(int(r) for r in ranks)
         dump.group_desc[str(name)] = str(config.get("desc", ""))
-    for name, status in (raw.get("pg_status") or {}).items():
-        if isinstance(status, dict):
-            dump.status[str(name)] = {key: int(value) for key, value in status.items()
-                                      if str(value).lstrip("-").isdigit()}
+    names_of_ids: dict[str, str] = {}  # pg_status is keyed by the local pg_id, which differs between ranks
     for item in raw["entries"]:
         dump.entries.append(_entry(item))
         group = item.get("process_group")
-        if isinstance(group, (list, tuple)) and len(group) == 2 and group[1]:
-            dump.group_desc.setdefault(str(group[0]), str(group[1]))
+        if isinstance(group, (list, tuple)) and len(group) == 2:
+            names_of_ids.setdefault(str(item.get("pg_id")), str(group[0]))
+            if group[1]:
+                dump.group_desc.setdefault(str(group[0]), str(group[1]))
+    for pg_id, status in (raw.get("pg_status") or {}).items():
+        if isinstance(status, dict) and str(pg_id) in names_of_ids:
+            dump.status[names_of_ids[str(pg_id)]] = {key: int(value) for key, value in status.items()
+                                                     if str(value).lstrip("-").isdigit()}
     return dump
 
 

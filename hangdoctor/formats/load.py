@@ -263,7 +263,9 @@ def source_lines_of(docs: list[dict]) -> dict:
 
 def collection_from_docs(docs: list[dict], flags: TopologyFlags, *, source: str, samples: int, interval: float,
                          warnings: list[str] | None = None, failed_nodes: list[NodeReport] | None = None,
-                         table: WaitTable | None = None) -> Collection:
+                         table: WaitTable | None = None,
+                         flight_recorder: tuple[list, list[str]] = ([], [])) -> Collection:
+    """`flight_recorder`: (dumps, errors) read beside the nodes' documents."""
     reports, found = list(failed_nodes or []), []
     for doc in docs:
         report, node_found = read_node_doc(doc)
@@ -271,4 +273,5 @@ def collection_from_docs(docs: list[dict], flags: TopologyFlags, *, source: str,
         found += node_found
     return build_collection(reports, found, flags, source=source, samples=samples, interval=interval,
                             warnings=warnings, table=table, source_lines=source_lines_of(docs),
-                            native=any((d.get("options") or {}).get("native") for d in docs))
+                            native=any((d.get("options") or {}).get("native") for d in docs),
+                            flight_recorder=flight_recorder[0], errors=flight_recorder[1])

@@ -53,10 +53,26 @@ def test_a_skipped_all_reduce_is_named_by_group_sequence_id_and_coordinates():
     assert first.last_issued == {0: 3, 1: 2}
     v = diagnose(load_paths([FR / "skip_allreduce"], TopologyFlags(tp=2)))
     assert v.hints[0] == ("tensor-parallel group of dp=0 [ranks 0-1]: dp=0 tp=0 [rank 0] waits in all_reduce #3; "
-                          "dp=0 tp=1 [rank 1] never issued #3 and is at barrier #1 (scheduled in group 0)")
+                          "dp=0 tp=1 [rank 1] never issued #3 and is at barrier #1 in group 0")
     suspect = v.suspects[0]
     assert (suspect.ranks, suspect.kind, suspect.confidence) == ([1], "never-issued", "high")
     assert v.headline.startswith("Flight Recorder dumps of 4/4 ranks; first parting at #3")
+
+
+def test_one_faulty_replica_of_pp2_tp2_dp2_is_named_in_coordinates():
+    # our trainer, --fault skip-loss-broadcast:iteration=2,dp=1 --flight-recorder (data/fr/skip_loss_pp2tp2dp2/README.md)
+    v = diagnose(load_paths([FR / "skip_loss_pp2tp2dp2"], TopologyFlags(tp=2, pp=2)))
+    assert v.hints[0] == ("pipeline groups of dp=1 [ranks 2-3,6-7]: pp=0 dp=1 (all tp) [ranks 2-3] wait in broadcast "
+                          "#2; pp=1 dp=1 (all tp) [ranks 6-7] never issued #2 and are at all_reduce #39 in groups 10, 11")
+    assert [(s.ranks, s.kind, s.confidence) for s in v.suspects] == [([6, 7], "never-issued", "high")]
+    assert v.headline == ("Flight Recorder dumps of 8/8 ranks; first parting at #2 of the pipeline groups of dp=1 "
+                          "[ranks 2-3,6-7]")
+
+
+def test_the_trainers_own_dumps_on_two_stages():
+    v = diagnose(load_paths([FR / "skip_loss_pp2"], TopologyFlags(pp=2)))
+    assert v.suspects[0].ranks == [1] and v.suspects[0].kind == "never-issued"
+    assert v.hints[0].startswith("world [ranks 0-1]: pp=0 [rank 0] waits in broadcast #2; pp=1 [rank 1] never issued #2")
 
 
 def test_ddp_rank_zero_barrier_is_another_op_under_the_same_id():

@@ -34,6 +34,8 @@ def test_bad_flags_give_one_line_naming_the_numbers(args, world, message):
     (dict(num_attention_heads=6, hidden_size=96, tp=4), 4, "6 attention heads are not divisible by tensor-parallel size tp=4"),
     (dict(global_batch_size=6, micro_batch_size=2), 2, "global batch size 6 is not divisible by micro batch size 2 x dp=2 = 4"),
     (dict(zero_stage=2, pp=2), 2, "ZeRO stage 0 or 1 only"),
+    (dict(fr_buffer_size=500), 1, "--fr-buffer-size 500 needs --flight-recorder DIR"),
+    (dict(fr_buffer_size=-1, flight_recorder="fr"), 1, "--fr-buffer-size -1 must not be negative"),
 ])
 def test_config_validation_messages(cfg, world, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
