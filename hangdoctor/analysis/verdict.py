@@ -15,7 +15,7 @@ from hangdoctor.analysis.suspects import Suspect, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.model import OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack
-from topology import ParallelDims
+from topology import ParallelDims, fold_ranks
 
 
 @dataclass
@@ -125,6 +125,17 @@ def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: l
             found.append(Suspect(ranks, same.where, f"{reason}; {same.reason}", kind, sure, [evidence, *same.evidence]))
         else:
             found.append(Suspect(ranks, where(ranks, dims), reason, kind, sure, [evidence]))
+    for group in groups:  # stack suspects the recorder shows waiting for late ranks are explained by it
+        parting = group.parting
+        if parting.kind != "missing":
+            continue
+        waiting = {r for ranks in parting.issued.values() for r in ranks}
+        for suspect in suspects:
+            if set(suspect.ranks) <= waiting and suspect.kind not in ("unresponsive",):
+                suspect.confidence = "low"
+                suspect.reason += (f"; the Flight Recorder shows {'it' if len(suspect.ranks) == 1 else 'them'} waiting "
+                                   f"in #{parting.seq} of the {group.name} for rank{'s' if len(parting.never) > 1 else ''}"
+                                   f" {fold_ranks(parting.never)}, which never issued it")
     parted = [statement(g, lambda ranks: who(sorted(ranks), dims)) for g in groups][:4]
     if not parted and everyone:
         last = max((max(g.last_issued.values(), default=0), g.name) for g in everyone)

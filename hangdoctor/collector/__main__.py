@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--native", action="store_true")
     parser.add_argument("--nonblocking", action="store_true")
     parser.add_argument("--locals", action="store_true", help="py-spy --locals: every frame's arguments and locals")
+    parser.add_argument("--flight-recorder", action="store_true",
+                        help="fetch Flight Recorder traces from torch's debug worker servers (collector/flight.py)")
     parser.add_argument("--text", action="store_true", help="py-spy's text output instead of --json")
     parser.add_argument("--dump-timeout", type=float, default=10.0)
     parser.add_argument("--time-limit", type=float, default=None, help="seconds this collector may take in all")
@@ -112,7 +114,7 @@ def main(argv=None) -> int:
     doc = node.collect({
         "pyspy": pyspy, "match": parse_match(args.match), "pids": args.pid, "samples": args.samples,
         "interval": args.interval, "native": args.native, "nonblocking": args.nonblocking, "json": not args.text,
-        "locals": args.locals,
+        "locals": args.locals, "flight_recorder": args.flight_recorder,
         "dump_timeout": args.dump_timeout, "deadline": deadline, "node": name, "filter_node": not args.all_nodes,
         "pyspy_version": args.pyspy_version,
     }, progress if args.progress else None)

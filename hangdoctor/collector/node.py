@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from hangdoctor.collector import compact, dump, procs, source
+from hangdoctor.collector import compact, dump, flight, procs, source
 
 FORMAT = "hangdoctor-node/1"
 D_STATE, STOPPED = "d-state", "stopped"
@@ -71,7 +71,7 @@ def collect(options: dict, progress=None) -> dict:
         "format": FORMAT, "node": name, "hostname": os.uname().nodename, "collector_pid": os.getpid(),
         "python": sys.version.split()[0], "started": started, "finished": None, "options": {
             key: options.get(key) for key in ("samples", "interval", "native", "locals", "nonblocking", "dump_timeout",
-                                              "match", "pids")
+                                              "match", "pids", "flight_recorder")
         },
         "pyspy": {"path": options["pyspy"], "version": ""},
         "processes": [], "skipped": [], "errors": [],
@@ -147,6 +147,9 @@ def collect(options: dict, progress=None) -> dict:
             ticks[info["pid"]] = current
         tick_time = now
     doc["pyspy"]["version"] = _finish_version(version)
+    if options.get("flight_recorder"):  # torch's debug worker servers, where the ranks run them
+        for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
+            next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
     doc["source_lines"] = source.innermost_lines(infos)
     doc["finished"] = time.time()
     return compact.factor(compact.drop_addresses(doc) if options.get("locals") else doc)

@@ -93,6 +93,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument("--py-spy", dest="py_spy", help="py-spy executable (default: on PATH or next to Python)")
     sampling.add_argument("--python", help="Python that runs the collector on the nodes (default: this one)")
     parser.add_argument("--out", type=Path, help="folder for raw outputs and reports (default ./hangdoctor-<job>-<time>)")
+    parser.add_argument("--flight-recorder", action=argparse.BooleanOptionalAction, default=True,
+                        help="fetch each rank's Flight Recorder trace from torch's debug worker server when the job "
+                             "runs one (torch.distributed.debug.start_debug_server): one POST to each port the rank "
+                             "listens on at every address, MASTER_PORT excepted (default on)")
     parser.add_argument("--fr-dir", type=Path, metavar="DIR",
                         help="Flight Recorder dumps the job wrote (files <prefix><rank>, e.g. TORCH_FR_DUMP_TEMP_FILE's "
                              "folder): copied into --out/fr and joined with the stacks")
@@ -245,6 +249,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     table = wait_table(args)  # a bad rules file is refused before anything is collected
     options = CollectOptions(pyspy=find_pyspy(args.py_spy), samples=args.samples, interval=args.interval,
                              native=args.native, nonblocking=args.nonblocking, locals=args.locals,
+                             flight_recorder=args.flight_recorder,
                              dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
     folder = args.out or default_out(args)
     created = make_out(folder)

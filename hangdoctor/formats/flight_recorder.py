@@ -73,11 +73,15 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("it refers to a persistent object, and only plain data is read")
 
 
-def looks_like_fr(data: bytes) -> bool:
-    """A pickle, or JSON with the Flight Recorder's keys (cheap: the first bytes only)."""
-    head = data[:4096].lstrip()
-    return data[:1] == b"\x80" or (head.startswith(b"{") and b'"entries"' in data[:1 << 20]
-                                    and (b'"pg_status"' in data[:1 << 20] or b'"pg_config"' in data[:1 << 20]))
+def is_pickle(data: bytes) -> bool:
+    """torch writes its dumps with pickle protocol 2 or later: they start with the PROTO opcode."""
+    return data[:1] == b"\x80"
+
+
+def is_fr_json(data: object) -> bool:
+    """Decoded JSON shaped like a Flight Recorder dump (a node file holds such dumps, deeper down)."""
+    return isinstance(data, dict) and isinstance(data.get("entries"), list) and "version" in data \
+        and ("pg_status" in data or "pg_config" in data)
 
 
 def rank_of(path: Path) -> int | None:
@@ -107,10 +111,15 @@ def read_fr(path: Path, data: bytes | None = None) -> FrDump:
             raw = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise FrError(f"{path}: not a Flight Recorder dump (neither its pickle nor its JSON: {exc})") from None
+    return parse_dump(raw, rank, str(path))
+
+
+def parse_dump(raw: object, rank: int, source: str) -> FrDump:
+    """A dump already decoded (a worker server's JSON reply, a file's pickle or JSON). Raises FrError."""
     try:
-        return _dump(raw, rank, str(path))
+        return _dump(raw, rank, source)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise FrError(f"{path}: a damaged Flight Recorder dump ({type(exc).__name__}: {exc})") from None
+        raise FrError(f"{source}: a damaged Flight Recorder dump ({type(exc).__name__}: {exc})") from None
 
 
 def _dump(raw: object, rank: int, source: str) -> FrDump:

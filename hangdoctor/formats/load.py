@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hangdoctor.analysis.launchers import set_aside
 from hangdoctor.analysis.waits import WaitTable, default_table
-from hangdoctor.formats.flight_recorder import FrError, looks_like_fr, rank_of, read_fr
+from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
 from hangdoctor.formats.pyspy_text import looks_like_text_dump, parse_text
@@ -79,7 +79,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if looks_like_fr(raw):
+    if is_pickle(raw):
         try:
             extras.flight_recorder.append(read_fr(path, raw))
         except FrError as exc:
@@ -95,6 +95,12 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
             if not looks_like_text_dump(text):  # "[rank0]: Thread ..." starts like JSON and is not
                 raise InputError(f"{path}: not valid JSON ({exc})") from None
     if data is not None:
+        if is_fr_json(data):
+            try:
+                extras.flight_recorder.append(read_fr(path, raw))
+            except FrError as exc:
+                raise InputError(str(exc)) from None
+            return [], []
         if is_node_doc(data):
             try:
                 report, found = read_node_doc(data, node_from_filename(path))
@@ -180,6 +186,12 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
     """Set launchers and workers aside, merge samples of the same process, settle identities (ranks,
     coordinates) once, and wrap everything analysis needs."""
     notes = list(warnings or [])
+    flight_recorder = list(flight_recorder or [])
+    for f in found:  # traces fetched live, by the collectors
+        if isinstance(f.flight_recorder, str):
+            notes.append(f"rank {f.rank} on {f.host}: {f.flight_recorder}")
+        elif f.flight_recorder is not None:
+            flight_recorder.append(f.flight_recorder)
     found, aside = set_aside(merge_samples(found), table or default_table())
     most = max((len(f.samples) for f in found), default=1)
     if most > samples:  # dumps of the same processes given as several files

@@ -25,6 +25,7 @@ class Found:
     samples: list[Sample] = field(default_factory=list)
     ppid: int | None = None
     gpu: bool | None = None  # a GPU runtime loaded (the collector read /proc/PID/maps); None: unknown
+    flight_recorder: object = None  # its Flight Recorder trace, fetched live (FrDump), or the error text
 
 
 def is_node_doc(data: object) -> bool:
@@ -83,6 +84,21 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
     )
 
 
+def _fetched_trace(proc: dict, node: str):
+    """The trace a collector fetched from the rank's debug worker server, as an FrDump (or its error, a str)."""
+    fetched = proc.get("flight_recorder")
+    if not isinstance(fetched, dict) or proc.get("rank") is None:
+        return None
+    if "trace" not in fetched:
+        return str(fetched.get("error") or "no trace")
+    from hangdoctor.formats.flight_recorder import FrError, parse_dump
+
+    try:
+        return parse_dump(fetched["trace"], int(proc["rank"]), f"{node} pid {proc.get('pid')} port {fetched.get('port')}")
+    except FrError as exc:
+        return str(exc)
+
+
 def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list[Found]]:
     if not is_node_doc(doc):
         raise ValueError(f"not a hangdoctor node document (expected format {FORMAT})")
@@ -100,7 +116,7 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
             host=name, pid=int(proc["pid"]), rank=rank, rank_source=proc.get("rank_key") or "env",
             local_rank=proc.get("local_rank"), world_size=proc.get("world_size"),
             cmdline=tuple(proc.get("cmdline") or ()), samples=[read_sample(s, table, stacks, with_locals) for s in proc.get("samples", [])],
-            ppid=proc.get("ppid"), gpu=proc.get("gpu"),
+            ppid=proc.get("ppid"), gpu=proc.get("gpu"), flight_recorder=_fetched_trace(proc, name),
         ))
     errors = list(doc.get("errors") or [])
     report = NodeReport(

@@ -18,6 +18,7 @@ class CollectOptions:
     interval: float = 1.0
     native: bool = False
     locals: bool = False  # py-spy --locals: arguments and locals of every frame (the peer of a send/recv)
+    flight_recorder: bool = False  # fetch Flight Recorder traces from torch's debug worker servers, where they run
     nonblocking: bool = False
     dump_timeout: float = 10.0
     timeout: float = 60.0  # the whole collection, every node included

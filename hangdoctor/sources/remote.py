@@ -36,6 +36,8 @@ def collector_argv(options: CollectOptions, *, python: str = sys.executable, mat
         argv.append("--nonblocking")
     if options.locals:
         argv.append("--locals")
+    if options.flight_recorder:
+        argv.append("--flight-recorder")
     if node:
         argv += ["--node", node]
     if chunked:
