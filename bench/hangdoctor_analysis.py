@@ -11,8 +11,11 @@ them. Each size runs in a fresh process pinned to one core:
 - verdict: diagnose() (tree, classes, waits, suspects, hints);
 - report: the terminal report rendered into a string, and the JSON report serialised.
 Peak memory is the process's maximum resident set (ru_maxrss) minus the same process's before loading.
+With --flight-recorder every rank also gets a Flight Recorder dump (torch's pickle), derived from the trainer's
+recorded PP2 x TP2 x DP2 dumps (tests/hangdoctor/data/fr/skip_loss_pp2tp2dp2: about 110 entries with their stacks
+per rank), with its process groups renamed as the full job would have them (make_fr_set).
 
-    .venv/bin/python bench/hangdoctor_analysis.py --sizes 1024 4096 16384 --repeat 3
+    .venv/bin/python bench/hangdoctor_analysis.py --sizes 1024 4096 16384 --repeat 3 [--flight-recorder]
 """
 
 from __future__ import annotations
@@ -78,6 +81,43 @@ def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
         (folder / f"{doc['node']}.json").write_text(json.dumps(doc, separators=(",", ":")))
 
 
+FR = DATA / "fr" / "skip_loss_pp2tp2dp2"  # our trainer, PP2 x TP2 x DP2, one replica (dp=1) skipped the broadcast
+
+
+def make_fr_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
+    """A Flight Recorder dump per rank (torch's pickle), derived from the trainer's recorded 8-rank dumps: each rank
+    takes the entries of the recorded rank in its place (first stages from pp=0, the last stage from pp=1, the
+    faulty replica dp=world/(tp*pp)//3 from the recorded faulty replica dp=1, tp parity), with every process group
+    renamed after the axes it spans and the rank's fixed coordinates, as the full job would have named them."""
+    import pickle
+
+    from hangdoctor.analysis.sequence import join
+    from hangdoctor.formats.flight_recorder import read_fr
+    from topology import ParallelDims
+
+    small = ParallelDims(tp=2, pp=2, dp=2)
+    recorded = sorted(p for p in FR.glob("fr_rank_?"))
+    raws = {int(p.name[-1]): pickle.loads(p.read_bytes()) for p in recorded}  # our own recording: trusted
+    axes = {g.group: g.axes for g in join([read_fr(p) for p in recorded], small)}
+    dims = ParallelDims.from_world(world, tp=tp, pp=pp)
+    faulty = dims.dp // 3
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in range(world):
+        c = dims.coords(rank)
+        source = small.rank(dp=1 if c.dp == faulty else 0, pp=1 if c.pp == pp - 1 else 0, tp=c.tp % 2)
+        raw = dict(raws[source])
+        names = {}
+        for name, spanned in axes.items():
+            fixed = ":".join(f"{a}{getattr(c, a)}" for a in ("tp", "pp", "dp") if a not in spanned)
+            names[name] = "0" if len(spanned) == 3 else f"{'+'.join(spanned) or 'self'}:{fixed}:{name}"
+        entries = []
+        for entry in raw["entries"]:
+            group = entry["process_group"]
+            entries.append(dict(entry, process_group=[names.get(group[0], group[0]), group[1]]))
+        raw["entries"], raw["pg_status"] = entries, {}
+        (folder / f"fr_rank_{rank}").write_bytes(pickle.dumps(raw, protocol=2))
+
+
 def measure(folder: str) -> dict:
     """One size, in this (fresh, pinned) process."""
     from rich.console import Console
@@ -90,7 +130,7 @@ def measure(folder: str) -> dict:
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    collection = load_paths([Path(folder)], TopologyFlags())
+    collection = load_paths([Path(folder)], TopologyFlags(tp=8, pp=16))
     t1 = time.perf_counter()
     verdict = diagnose(collection)
     t2 = time.perf_counter()
@@ -99,7 +139,8 @@ def measure(folder: str) -> dict:
     t3 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"ranks": len(collection.records), "load_s": t1 - t0, "verdict_s": t2 - t1, "report_s": t3 - t2,
-            "peak_mib": (peak - before) / 1024, "headline": verdict.headline,
+            "peak_mib": (peak - before) / 1024, "headline": verdict.headline, "fr": len(collection.flight_recorder),
+            "first_hint": verdict.hints[0] if verdict.hints else "",
             "places": [(p.where, p.position) for p in verdict.places]}
 
 
@@ -107,6 +148,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--flight-recorder", action="store_true",
+                        help="also a Flight Recorder dump per rank, derived from the trainer's recorded ones")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -119,6 +162,8 @@ def main() -> int:
         for size in args.sizes:
             folder = Path(tmp) / str(size)
             make_dump_set(size, folder)
+            if args.flight_recorder:
+                make_fr_set(size, folder)
             disk = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
             runs = []
             for _ in range(args.repeat):
@@ -129,7 +174,8 @@ def main() -> int:
             print(f"| {size:,} | {len(list(folder.iterdir())):,} | {disk:.0f} MiB | {best('load_s'):.2f} | "
                   f"{best('verdict_s'):.3f} | {best('report_s'):.3f} | {best('load_s') + best('verdict_s'):.2f} | "
                   f"{max(r['peak_mib'] for r in runs):.0f} |", flush=True)
-            print(f"<!-- {size}: {runs[0]['headline']} | {runs[0]['places']} -->", flush=True)
+            print(f"<!-- {size}: {runs[0]['headline']} | {runs[0]['places']} | {runs[0]['fr']} FR dumps: "
+                  f"{runs[0]['first_hint'][:300]} -->", flush=True)
     return 0
 
 

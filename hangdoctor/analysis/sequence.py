@@ -122,6 +122,7 @@ def merge_alike(groups: list[GroupSequence], dims: ParallelDims | None) -> list[
     as one: the pipeline groups of every tp rank of dp=1 tell one story, "pipeline groups of dp=1 [ranks 2-3,6-7]".
     Order kept (the earliest parting first); groups without a parting are left out."""
     merged: dict[tuple, GroupSequence] = {}
+    alike: dict[tuple, GroupSequence] = {}  # the merged copies, by key
     for group in groups:
         parting = group.parting
         if parting is None:
@@ -132,15 +133,30 @@ def merge_alike(groups: list[GroupSequence], dims: ParallelDims | None) -> list[
             merged[key if group.axes else (id(group),)] = group
             continue
         first = merged[key]
-        issued = {what: sorted(first.parting.issued.get(what, []) + parting.issued.get(what, []))
-                  for what in set(first.parting.issued) | set(parting.issued)}
-        ranks = sorted(set(first.ranks) | set(group.ranks))
-        merged[key] = GroupSequence(
-            group=f"{first.group}+{group.group}", desc=first.desc, ranks=ranks, name=_plural_name(ranks, group.axes, dims),
-            axes=group.axes, last_issued={**first.last_issued, **group.last_issued},
-            last_completed={**first.last_completed, **group.last_completed}, no_dump=first.no_dump + group.no_dump,
-            parting=Parting(parting.seq, parting.kind, min(first.parting.time_ns, parting.time_ns), issued,
-                            sorted(first.parting.never + parting.never), {**first.parting.last, **parting.last}))
+        if first is not alike.get(key):  # the first of its kind: start a merged group from a copy
+            first = merged[key] = alike[key] = GroupSequence(
+                group=first.group, desc=first.desc, ranks=list(first.ranks), name=first.name, axes=first.axes,
+                last_issued=dict(first.last_issued), last_completed=dict(first.last_completed),
+                no_dump=list(first.no_dump), parting=Parting(
+                    first.parting.seq, first.parting.kind, first.parting.time_ns,
+                    {what: list(r) for what, r in first.parting.issued.items()}, list(first.parting.never),
+                    dict(first.parting.last)))
+        first.group += f"+{group.group}"
+        first.ranks += group.ranks
+        first.last_issued.update(group.last_issued)
+        first.last_completed.update(group.last_completed)
+        first.no_dump += group.no_dump
+        first.parting.time_ns = min(first.parting.time_ns, parting.time_ns)
+        for what, ranks in parting.issued.items():
+            first.parting.issued.setdefault(what, []).extend(ranks)
+        first.parting.never += parting.never
+        first.parting.last.update(parting.last)
+    for key, group in alike.items():  # named once all are in (naming reads every rank's coordinates)
+        group.ranks.sort()
+        group.parting.never.sort()
+        for ranks in group.parting.issued.values():
+            ranks.sort()
+        group.name = _plural_name(group.ranks, group.axes, dims)
     return list(merged.values())
 
 

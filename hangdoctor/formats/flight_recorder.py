@@ -18,7 +18,7 @@ import io
 import json
 import pickle
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hangdoctor.formats import frames as interned
@@ -43,7 +43,14 @@ class FrEntry:
     dtypes: tuple
     state: str  # "scheduled", "started", "completed"
     time_ns: int
-    stack: Stack = ()  # innermost first, as py-spy's
+    frames: tuple = ()  # the Python stack at issue time as torch wrote it (dicts), innermost first; see `stack`;
+    # kept for each group's last entry of a rank only (memory: thousands of ranks x thousands of entries)
+
+    @property
+    def stack(self) -> Stack:
+        """The issuing stack as interned frames (made on demand: thousands of ranks' entries are rarely all read)."""
+        return interned.stack([interned.frame(str(f.get("name", "?")), _short(str(f.get("filename", "?"))),
+                                              int(f.get("line") or 0), False) for f in self.frames if isinstance(f, dict)])
 
     @property
     def label(self) -> str:
@@ -143,6 +150,10 @@ def _dump(raw: object, rank: int, source: str) -> FrDump:
             names_of_ids.setdefault(str(item.get("pg_id")), str(group[0]))
             if group[1]:
                 dump.group_desc.setdefault(str(group[0]), str(group[1]))
+    keep = set({e.group: i for i, e in enumerate(dump.entries)}.values())
+    for i, entry in enumerate(dump.entries):  # stacks are kept for each group's last entry: where a rank waits
+        if entry.frames and i not in keep:
+            dump.entries[i] = replace(entry, frames=())
     for pg_id, status in (raw.get("pg_status") or {}).items():
         if isinstance(status, dict) and str(pg_id) in names_of_ids:
             dump.status[names_of_ids[str(pg_id)]] = {key: int(value) for key, value in status.items()
@@ -150,26 +161,31 @@ def _dump(raw: object, rank: int, source: str) -> FrDump:
     return dump
 
 
+_OPS: dict[str, tuple[str, str]] = {}  # profiling name -> (op, detail): a job uses a few dozen names
+
+
 def _entry(item: dict) -> FrEntry:
-    group = item.get("process_group") or ["", ""]
+    group = item.get("process_group") or ("", "")
     name = str(group[0]) if isinstance(group, (list, tuple)) and group else str(item.get("pg_id", ""))
-    profiling = str(item.get("profiling_name") or "")
-    backend_op = profiling.split(":", 1)[-1].strip()
-    op, _, detail = backend_op.partition(" ")
+    profiling = item.get("profiling_name") or ""
+    parsed = _OPS.get(profiling)
+    if parsed is None:
+        op, _, detail = str(profiling).split(":", 1)[-1].strip().partition(" ")
+        parsed = _OPS[profiling] = (op or "?", detail.strip())
     p2p = bool(item.get("is_p2p"))
     seq = int(item.get("p2p_seq_id") if p2p else item.get("collective_seq_id") or 0)
-    frames = item.get("frames") or []
-    stack = interned.stack([interned.frame(str(f.get("name", "?")), _short(str(f.get("filename", "?"))),
-                                           int(f.get("line") or 0), False) for f in frames if isinstance(f, dict)])
-    return FrEntry(group=name, seq=seq, p2p=p2p, op=op or "?", detail=detail.strip(),
-                   sizes=_shape_list(item.get("input_sizes")), dtypes=tuple(map(str, item.get("input_dtypes") or ())),
-                   state=str(item.get("state", "")), time_ns=int(item.get("time_created_ns") or 0), stack=stack)
+    frames = item.get("frames")
+    dtypes = item.get("input_dtypes")
+    return FrEntry(group=name, seq=seq, p2p=p2p, op=parsed[0], detail=parsed[1],
+                   sizes=_shape_list(item.get("input_sizes")), dtypes=tuple(dtypes) if isinstance(dtypes, list) else (),
+                   state=str(item.get("state", "")), time_ns=int(item.get("time_created_ns") or 0),
+                   frames=tuple(frames) if isinstance(frames, list) else ())
 
 
 def _shape_list(value) -> tuple:
     if not isinstance(value, list):
         return ()
-    return tuple(tuple(int(x) for x in shape) if isinstance(shape, list) else (int(shape),) for shape in value)
+    return tuple(tuple(shape) if isinstance(shape, list) else (shape,) for shape in value)
 
 
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
@@ -178,3 +194,15 @@ _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 def _short(filename: str) -> str:
     """py-spy's short file name: relative to site-packages when it is there."""
     return _SITE.sub("", filename)
+
+
+
+def read_many(paths: list[Path]) -> list[FrDump | FrError]:
+    """Every file's dump, or its FrError, in order."""
+    out: list[FrDump | FrError] = []
+    for path in paths:
+        try:
+            out.append(read_fr(path))
+        except FrError as exc:
+            out.append(exc)
+    return out

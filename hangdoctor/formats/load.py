@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hangdoctor.analysis.launchers import set_aside
 from hangdoctor.analysis.waits import WaitTable, default_table
-from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr
+from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr, read_many
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
 from hangdoctor.formats.pyspy_text import looks_like_text_dump, parse_text
@@ -243,23 +243,40 @@ def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None 
     files = expand(paths)
     if not files:
         raise InputError(f"no dump files in {', '.join(map(str, paths))}")
-    reports, found, extras, errors = [], [], Extras(), []
+    reports, found, extras, errors, total = [], [], Extras(), [], len(files)
+    named = [p for p in files if p.suffix not in _SUFFIXES and rank_of(p) is not None and _starts_with(p, b"\x80")]
+    for result in read_many(named):  # torch's pickled Flight Recorder dumps, named <prefix><rank>
+        if isinstance(result, FrError):
+            errors.append(str(result))
+        else:
+            extras.flight_recorder.append(result)
+    files = [p for p in files if p not in set(named)] if named else files
     for path in files:
         try:
             file_reports, file_found = read_file(path, extras)
         except InputError as exc:
-            if len(files) == 1:
+            if total == 1:
                 raise
             errors.append(str(exc))  # one bad file among many: said, and the rest analysed
             continue
         reports += file_reports
         found += file_found
-    if errors and not found and not extras.flight_recorder:
+    if errors and len(errors) == total:
+        if total == 1:
+            raise InputError(errors[0])
         raise InputError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
-    what = f"{len(files)} file{'s' if len(files) != 1 else ''}"
+    what = f"{total} file{'s' if total != 1 else ''}"
     return build_collection(merge_same_host(reports), found, flags, source=what, warnings=extras.notes, table=table,
                             partial=extras.partial, source_lines=extras.source_lines, native=extras.native,
                             flight_recorder=extras.flight_recorder, errors=errors)
+
+
+def _starts_with(path: Path, prefix: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(prefix)) == prefix
+    except OSError:
+        return False
 
 
 def source_lines_of(docs: list[dict]) -> dict:
