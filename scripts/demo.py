@@ -2,7 +2,8 @@
 
 1. a healthy PP=2 x DP=2 run (ZeRO-1, tied embeddings), with a checkpoint and weight dumps;
 2. the seed's hang (`skip-loss-broadcast`), run under the tracer: `hangdoctor attach` says who is stuck where,
-   `tracing last` shows every rank's open frames;
+   `tracing last` shows every rank's open frames; when the process-group timeout ends it, the ranks' Flight
+   Recorder dumps, joined with the stacks, say which collective the last stage never issued;
    then a GPU hang, offline: BigScience's 200B hang as recorded in hangdoctor's corpus (2 of its 40 nodes, NCCL:
    6 of 8 ranks per node show no communication frame), which hangdoctor does not blame alone;
 3. a resume that brings the last stage's embedding LayerNorm back at its defaults (`embed-norm-not-saved`):
@@ -129,20 +130,27 @@ def step_hang(out: Path) -> None:
     run_dir, traces = out / "hang", out / "hang" / "traces"
     program = ["-m", "tracing", "run", "--include", "trainer,deepspeed.runtime.pipe,torch.distributed.distributed_c10d",
                "--start-at", "train_batch", "--out", str(traces),
-               *trainer(run_dir, "--pp", "2", "--train-iters", "6", "--pg-timeout", "600",
-                        "--fault", "skip-loss-broadcast:iteration=2")]
+               *trainer(run_dir, "--pp", "2", "--train-iters", "6", "--pg-timeout", "40",
+                        "--flight-recorder", str(run_dir / "fr"), "--fault", "skip-loss-broadcast:iteration=2")]
     say("torchrun --nproc-per-node 4 -m tracing run --include trainer,deepspeed.runtime.pipe,torch.distributed.distributed_c10d "
-        "--start-at train_batch -m trainer --pp 2 "
+        f"--start-at train_batch -m trainer --pp 2 --pg-timeout 40 --flight-recorder {run_dir / 'fr'} "
         "--fault skip-loss-broadcast:iteration=2")
     proc = subprocess.Popen(torchrun(4, program), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env(DEMO_RUN="hang"), start_new_session=True)
     try:
         wait_for_iteration(run_dir, 2, proc, timeout=180)
-        print("iteration 2 was logged; the run now hangs (its --pg-timeout is 600 s)", flush=True)
+        print("iteration 2 was logged; the run now hangs (its --pg-timeout is 40 s)", flush=True)
         attach_until_settled(run_dir / "hangdoctor")
         tool("hangdoctor", "analyze", str(run_dir / "hangdoctor"))
         tool("tracing", "last", str(traces), "--events", "3")
         print(f"(STAT-style picture of the merged stacks: {run_dir / 'hangdoctor' / 'report.html'})")
+        print("When the 40 s process-group timeout ends the hang, every rank writes its Flight Recorder dump "
+              "(--flight-recorder); the stacks and the collective sequence, joined:", flush=True)
+        try:
+            proc.wait(timeout=150)
+        except subprocess.TimeoutExpired:
+            raise SystemExit("Error: the hung run did not end at its --pg-timeout") from None
+        tool("hangdoctor", "analyze", str(run_dir / "hangdoctor"), str(run_dir / "fr"), "--pp", "2")
     finally:
         kill_tree(proc.pid)
         proc.wait(timeout=30)
