@@ -69,3 +69,19 @@ def test_the_first_stage_dump_ends_in_the_broadcast_the_last_stage_skipped(train
     group, seq = hung["process_group"][0], hung["collective_seq_id"]
     peer = [e["collective_seq_id"] for e in last["entries"] if e["process_group"][0] == group]
     assert peer and seq not in peer and max(peer) == seq - 1, (group, seq, peer)
+
+
+@pytest.mark.slow
+def test_hangdoctor_names_the_broadcast_the_last_stage_never_issued(trainer_runs):
+    folder = trainer_runs.get("hang_pp2").flight_recorder
+    result = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(folder), "--pp", "2", "--json"], timeout=60,
+                         env=child_env())
+    assert result.returncode == 0, result.output[-3000:]
+    import json
+
+    verdict = json.loads(result.stdout)
+    first = verdict["suspects"][0]
+    assert (first["folded"], first["kind"], first["confidence"]) == ("1", "never-issued", "high")
+    group = verdict["flight_recorder"]["groups"][0]
+    assert group["parting"]["kind"] == "missing" and group["parting"]["never"] == [1]
+    assert verdict["hints"][0].startswith(f"world [ranks 0-1]: pp=0 [rank 0] waits in broadcast #{group['parting']['seq']}")
