@@ -37,7 +37,8 @@ def test_tracing_last_names_the_open_frames_of_a_hung_trainer(tmp_path):
         groups = {g["ranks_text"]: [f["qualname"] for f in g["open_frames"]] for g in last_json(out)["groups"]}
     assert set(groups) == {"0-1", "2-3"}, groups
     first, last = groups["0-1"], groups["2-3"]
-    assert first[first.index("train"):] == ["train", "PipelineEngine.train_batch", "PipelineEngine._aggregate_total_loss",
-                                            "broadcast"], first
-    assert last[last.index("train"):][:3] == ["train", "PipelineEngine.train_batch", "PipelineEngine._exec_schedule"]
+    assert first[first.index("train"):] == ["train", "_build_and_train", "PipelineEngine.train_batch",
+                                            "PipelineEngine._aggregate_total_loss", "broadcast"], first
+    assert last[last.index("train"):][:4] == ["train", "_build_and_train", "PipelineEngine.train_batch",
+                                              "PipelineEngine._exec_schedule"]
     assert last[-3:] == ["PipelineEngine._exec_recv_activations", "recv", "recv"], last
