@@ -80,11 +80,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if is_pickle(raw):
-        try:
-            extras.flight_recorder.append(read_fr(path, raw))
-        except FrError as exc:
-            raise InputError(str(exc)) from None
-        return [], []
+        return _flight_recorder(path, raw, extras)
     text = raw.decode("utf-8", "replace")
     stripped = text.lstrip()
     data = None
@@ -96,11 +92,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
                 raise InputError(f"{path}: not valid JSON ({exc})") from None
     if data is not None:
         if is_fr_json(data):
-            try:
-                extras.flight_recorder.append(read_fr(path, raw))
-            except FrError as exc:
-                raise InputError(str(exc)) from None
-            return [], []
+            return _flight_recorder(path, raw, extras)
         if is_node_doc(data):
             try:
                 report, found = read_node_doc(data, node_from_filename(path))
@@ -143,6 +135,15 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         hosts = sorted({f.host for f in found}, key=natural_key)
         return [NodeReport(name=h, ranks_found=sum(1 for f in found if f.host == h)) for h in hosts], found
     raise InputError(f"{path}: not a py-spy dump (JSON or text) nor a hangdoctor node file")
+
+
+def _flight_recorder(path: Path, raw: bytes, extras: Extras) -> tuple[list[NodeReport], list[Found]]:
+    """A Flight Recorder dump carries no process to analyse: it goes beside them, in `extras`."""
+    try:
+        extras.flight_recorder.append(read_fr(path, raw))
+    except FrError as exc:
+        raise InputError(str(exc)) from None
+    return [], []
 
 
 def merge_samples(found: list[Found]) -> list[Found]:
