@@ -97,10 +97,6 @@ class RankView:
         return innermost_python(self.stack)
 
 
-def main_thread(sample: Sample, pid: int) -> ThreadStack | None:
-    return sample.main_thread(pid)
-
-
 def main_stack(sample: Sample, pid: int) -> Stack:
     thread = sample.main_thread(pid)
     return thread.frames if thread is not None else ()
