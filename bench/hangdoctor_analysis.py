@@ -1,12 +1,15 @@
-"""hangdoctor's analysis alone, over simulated dump sets of 1,024, 4,096 and 16,384 ranks: time and peak memory.
+"""hangdoctor's analysis alone, over simulated dump sets of 16,384 to 131,072 ranks: time and peak memory.
 
 The dump sets are made from REAL dumps by rank substitution: the collector's node file recorded from the
 reference trainer hung by skip-loss-broadcast (tests/hangdoctor/data/trainer_pp2dp2_skip_loss_broadcast.node.json,
 2 samples per rank: pp=0 in broadcast, pp=1 in recv) gives every rank of every stage but the last the
 broadcast stacks, and the last stage the recv stacks; the gloo fixture's recording
 (gloo8_mixed.node.json) adds one SIGSTOPped rank and one straggler whose stack is 400 frames deep.
-Ranks get new pids, RANK/LOCAL_RANK/WORLD_SIZE and argv (--tp 8 --pp 16), 8 per node file, as `attach` writes
-them. Each size runs in a fresh process pinned to one core:
+Ranks get new pids, RANK/LOCAL_RANK/WORLD_SIZE and argv (--tp 8 --pp 16), 8 per node file, in two forms:
+"per-rank" node files (hangdoctor-node/1: frames stored once per node, each rank's threads in full) and
+"node-merged" ones (hangdoctor-node/2, what the collector writes now: each distinct thread once per node, each
+rank's sample naming its threads). Each size and form runs in a fresh process pinned to one core, with the
+garbage collector paused as `analyze` and `attach` pause it (hangdoctor/bulk.py):
 - load: read and parse every node file (JSON, py-spy frames interned) into a Collection;
 - verdict: diagnose() (tree, classes, waits, suspects, hints);
 - report: the terminal report rendered into a string, and the JSON report serialised.
@@ -15,7 +18,7 @@ With --flight-recorder every rank also gets a Flight Recorder dump (torch's pick
 recorded PP2 x TP2 x DP2 dumps (tests/hangdoctor/data/fr/skip_loss_pp2tp2dp2: about 110 entries with their stacks
 per rank), with its process groups renamed as the full job would have them (make_fr_set).
 
-    .venv/bin/python bench/hangdoctor_analysis.py --sizes 1024 4096 16384 --repeat 3 [--flight-recorder]
+    .venv/bin/python bench/hangdoctor_analysis.py --sizes 16384 65536 131072 --repeat 3 [--flight-recorder]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import io
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +43,7 @@ from hangdoctor.collector import compact  # noqa: E402
 PER_NODE = 8
 
 
-def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
+def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16, merged: bool = True) -> None:
     trainer = json.loads((DATA / "trainer_pp2dp2_skip_loss_broadcast.node.json").read_text())
     gloo = json.loads((DATA / "gloo8_mixed.node.json").read_text())
     by_rank = {p["rank"]: p for p in trainer["processes"]}
@@ -77,7 +81,9 @@ def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
                     thread["pid"] = pid
                 proc["samples"].append(sample)
             doc["processes"].append(proc)
-        compact.factor(doc)  # as the collector writes it: identical frames stored once per node
+        compact.factor(doc)  # identical frames stored once per node
+        if merged:
+            compact.merge(doc)  # as the collector writes it now: identical threads stored once per node
         (folder / f"{doc['node']}.json").write_text(json.dumps(doc, separators=(",", ":")))
 
 
@@ -123,20 +129,22 @@ def measure(folder: str) -> dict:
     from rich.console import Console
 
     from hangdoctor.analysis.verdict import diagnose
+    from hangdoctor.bulk import paused_gc
     from hangdoctor.formats.load import load_paths
     from hangdoctor.identity import TopologyFlags
     from hangdoctor.render.jsonout import verdict_to_dict
     from hangdoctor.render.terminal import render_verdict
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
-    collection = load_paths([Path(folder)], TopologyFlags(tp=8, pp=16))
-    t1 = time.perf_counter()
-    verdict = diagnose(collection)
-    t2 = time.perf_counter()
-    render_verdict(verdict, Console(file=io.StringIO(), width=120))
-    json.dumps(verdict_to_dict(verdict))
-    t3 = time.perf_counter()
+    with paused_gc():
+        t0 = time.perf_counter()
+        collection = load_paths([Path(folder)], TopologyFlags(tp=8, pp=16))
+        t1 = time.perf_counter()
+        verdict = diagnose(collection)
+        t2 = time.perf_counter()
+        render_verdict(verdict, Console(file=io.StringIO(), width=120))
+        json.dumps(verdict_to_dict(verdict))
+        t3 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"ranks": len(collection.records), "load_s": t1 - t0, "verdict_s": t2 - t1, "report_s": t3 - t2,
             "peak_mib": (peak - before) / 1024, "headline": verdict.headline, "fr": len(collection.flight_recorder),
@@ -146,7 +154,8 @@ def measure(folder: str) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 16384])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16384, 65536, 131072])
+    parser.add_argument("--forms", nargs="+", choices=("per-rank", "node-merged"), default=["per-rank", "node-merged"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--flight-recorder", action="store_true",
                         help="also a Flight Recorder dump per rank, derived from the trainer's recorded ones")
@@ -156,12 +165,13 @@ def main() -> int:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         print(json.dumps(measure(args.child)))
         return 0
-    print("| ranks | node files | dump set on disk | load (parse) s | verdict s | report s | load+verdict s | peak MiB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | node files | form | on disk | load (parse) s | verdict s | report s | load+verdict s | "
+          "whole s | us per rank | peak MiB |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="hd-bench-") as tmp:
-        for size in args.sizes:
-            folder = Path(tmp) / str(size)
-            make_dump_set(size, folder)
+        for size, form in ((size, form) for size in args.sizes for form in args.forms):
+            folder = Path(tmp) / f"{size}-{form}"
+            make_dump_set(size, folder, merged=form == "node-merged")
             if args.flight_recorder:
                 make_fr_set(size, folder)
             disk = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
@@ -171,9 +181,12 @@ def main() -> int:
                                      text=True, check=True, timeout=600)
                 runs.append(json.loads(out.stdout))
             best = lambda key: min(r[key] for r in runs)  # noqa: E731  (least disturbed by the shared machine)
-            print(f"| {size:,} | {len(list(folder.iterdir())):,} | {disk:.0f} MiB | {best('load_s'):.2f} | "
-                  f"{best('verdict_s'):.3f} | {best('report_s'):.3f} | {best('load_s') + best('verdict_s'):.2f} | "
+            whole = min(r["load_s"] + r["verdict_s"] + r["report_s"] for r in runs)
+            print(f"| {size:,} | {len(list(folder.iterdir())):,} | {form} | {disk:.0f} MiB | {best('load_s'):.2f} | "
+                  f"{best('verdict_s'):.2f} | {best('report_s'):.2f} | "
+                  f"{min(r['load_s'] + r['verdict_s'] for r in runs):.2f} | {whole:.2f} | {whole / size * 1e6:.0f} | "
                   f"{max(r['peak_mib'] for r in runs):.0f} |", flush=True)
+            shutil.rmtree(folder)
             print(f"<!-- {size}: {runs[0]['headline']} | {runs[0]['places']} | {runs[0]['fr']} FR dumps: "
                   f"{runs[0]['first_hint'][:300]} -->", flush=True)
     return 0

@@ -10,6 +10,7 @@ import sys
 from rich.console import Console
 
 from hangdoctor import __version__
+from hangdoctor.bulk import paused_gc
 from hangdoctor.commands import COMMANDS
 from hangdoctor.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError, exit_codes_help
 
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None, *, out: Console | None = None, err: Cons
     out = out or Console(highlight=False, soft_wrap=False, emoji=False)
     err = err or Console(stderr=True, highlight=False, emoji=False)
     try:
+        if args.verb in ("analyze", "attach"):  # a million small objects at 100k ranks
+            with paused_gc():
+                return args._module.run(args, out, err)
         return args._module.run(args, out, err)
     except CommandError as exc:
         err.print(f"Error: {exc.message}", markup=False, highlight=False, soft_wrap=True)

@@ -98,12 +98,11 @@ class ParallelDims:
         return getattr(self, axis)
 
     def coords(self, rank: int) -> RankCoords:
-        if not 0 <= rank < self.world_size:
+        if not 0 <= rank < self.tp * self.pp * self.dp:
             raise ValueError(f"rank {rank} is outside the world of {self.world_size} ranks ({self})")
-        values: dict[str, int] = {}
-        rest = rank
-        for axis in self._axes:
-            rest, values[axis] = divmod(rest, self.size(axis))
+        (a, b, c), values = self._axes, {}
+        rest, values[a] = divmod(rank, getattr(self, a))  # asked once per rank of 100k-rank jobs: no helper calls
+        values[c], values[b] = divmod(rest, getattr(self, b))
         return RankCoords(rank=rank, **values)
 
     def rank(self, *, dp: int, pp: int, tp: int) -> int:

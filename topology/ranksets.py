@@ -14,10 +14,16 @@ from topology.dims import ParallelDims
 def fold_ranks(ranks: Iterable[int]) -> str:
     """[0, 1, 2, 3, 4, 5, 8, 9] -> "0-5,8-9". Duplicates are ignored; an empty set is ""."""
     ordered = sorted(set(ranks))
+    if not ordered:
+        return ""
     parts = []
-    for _, run in itertools.groupby(enumerate(ordered), key=lambda pair: pair[1] - pair[0]):
-        values = [v for _, v in run]
-        parts.append(str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}")
+    first = last = ordered[0]
+    for value in ordered[1:]:  # a plain loop: rank sets of 100k members are folded here
+        if value != last + 1:
+            parts.append(str(first) if first == last else f"{first}-{last}")
+            first = value
+        last = value
+    parts.append(str(first) if first == last else f"{first}-{last}")
     return ",".join(parts)
 
 

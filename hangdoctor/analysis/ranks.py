@@ -116,8 +116,16 @@ def _all(values: list[bool | None]) -> bool | None:
     return True if all(known) else (False if not any(known) else None)
 
 
+_gpu_stacks: dict[int, tuple[Stack, bool]] = {}  # id(stack) -> (stack, answer): interned stacks, asked per rank
+
+
 def gpu_in_stack(stack: Stack) -> bool:
-    return any((f.native and _GPU_LIBS.search(f.file)) or f.file.startswith("torch/cuda/") for f in stack)
+    known = _gpu_stacks.get(id(stack))
+    if known is not None and known[0] is stack:
+        return known[1]
+    found = any((f.native and _GPU_LIBS.search(f.file)) or f.file.startswith("torch/cuda/") for f in stack)
+    _gpu_stacks[id(stack)] = (stack, found)
+    return found
 
 
 def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None] | None = None,

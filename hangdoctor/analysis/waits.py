@@ -61,6 +61,7 @@ class WaitTable:
         self.process_rules = tuple(r for r in rules if r.role == "process")
         self._row: dict[Frame, WaitRule | None] = {}
         self._role: dict[Frame, WaitRule | None] = {}
+        self._stack_role: dict[int, tuple[Stack, WaitRule | None]] = {}  # id(stack) -> (stack, role): once per stack
 
     def row(self, frame: Frame) -> WaitRule | None:
         try:
@@ -72,6 +73,14 @@ class WaitTable:
 
     def process_role(self, frames: Stack) -> WaitRule | None:
         """The "process" row that matches any frame of this stack (launcher, worker), or None."""
+        known = self._stack_role.get(id(frames))
+        if known is not None and known[0] is frames:
+            return known[1]
+        found = self._process_role(frames)
+        self._stack_role[id(frames)] = (frames, found)  # the stack is kept alive with it: its id stays its own
+        return found
+
+    def _process_role(self, frames: Stack) -> WaitRule | None:
         for frame in frames:
             if frame.file.startswith("multiprocessing/process.py") and "_bootstrap" in frame.name:
                 return None  # a forked child: what lies below are its parent's frames

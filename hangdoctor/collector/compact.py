@@ -1,10 +1,16 @@
-"""Lossless factoring of py-spy's JSON in a node document: identical frame objects stored once per node.
+"""Lossless factoring of py-spy's JSON in a node document: the node's ranks merged before they travel.
 
 py-spy's `dump --json` repeats every frame in full (about 250 bytes each: name, filename, short_filename,
-line, ...) for every thread of every rank and sample. A node document keeps them once, in `frame_table`, and
-each sample's `pyspy_threads` is py-spy's thread list with `frames` as indices into that table. `expand`
-gives back py-spy's output exactly (with --locals, less the object addresses: `drop_addresses`). At 16,384 ranks this makes node files several times smaller and
-quicker to read. Stdlib only.
+line, ...) for every thread of every rank and sample, and ranks that wait in the same place repeat the same
+threads. Two steps, both reversible:
+- `factor`: each distinct frame once per node, in `frame_table`; each sample's `pyspy_threads` is py-spy's
+  thread list with `frames` as indices into that table (format hangdoctor-node/1).
+- `merge`: each distinct thread (name, state, frames) once per node, in `thread_table`, without the ids that
+  belong to one process; each sample's `threads` lists `[index, os_thread_id, thread_id]` (hangdoctor-node/2).
+  This is the node's summary: its distinct stacks, and which rank holds which in each sample. The front end
+  builds each distinct thread once per node and merges nodes by interning.
+`expand` gives back py-spy's output exactly from either form (with --locals, less the object addresses:
+`drop_addresses`). Stdlib only.
 """
 
 from __future__ import annotations
@@ -57,10 +63,43 @@ def factor(doc: dict) -> dict:
     return doc
 
 
-def expand(doc: dict, sample: dict) -> list | None:
-    """py-spy's own JSON for one sample of a factored document (None when py-spy gave no JSON)."""
+_OWN_IDS = ("pid", "os_thread_id", "thread_id")  # what differs between processes in the same place
+MERGED = "hangdoctor-node/2"
+
+
+def merge(doc: dict) -> dict:
+    """Move every sample's factored `pyspy_threads` into the node's `thread_table` + `threads` (in place)."""
+    table: list = doc.setdefault("thread_table", [])
+    index: dict = {json.dumps(thread, sort_keys=True): i for i, thread in enumerate(table)}
+    for proc in doc.get("processes", []):
+        for sample in proc.get("samples", []):
+            threads = sample.pop("pyspy_threads", None)
+            if threads is None:
+                continue
+            refs = []
+            for thread in threads:
+                shape = {k: v for k, v in thread.items() if k not in _OWN_IDS}
+                key = json.dumps(shape, sort_keys=True)
+                if key not in index:
+                    index[key] = len(table)
+                    table.append(shape)
+                refs.append([index[key], thread.get("os_thread_id"), thread.get("thread_id")])
+            sample["threads"] = refs
+    doc["format"] = MERGED
+    return doc
+
+
+def expand(doc: dict, sample: dict, pid: int | None = None) -> list | None:
+    """py-spy's own JSON for one sample of a factored or merged document (None when py-spy gave no JSON).
+    `pid`: the process's, for the merged form (py-spy writes it in every thread)."""
     if "pyspy_json" in sample:
         return sample["pyspy_json"]
+    if sample.get("threads") is not None:
+        threads = []
+        for ref, os_thread_id, thread_id in sample["threads"]:
+            shape = doc["thread_table"][ref]
+            threads.append({"pid": pid, "thread_id": thread_id, "os_thread_id": os_thread_id, **shape})
+        sample = {"pyspy_threads": threads}
     if sample.get("pyspy_threads") is None:
         return None
     table = doc["frame_table"]

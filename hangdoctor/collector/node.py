@@ -4,7 +4,8 @@ Stdlib only. Every wait is bounded: each py-spy by `dump_timeout`, the whole nod
 since the epoch). A rank in state D (uninterruptible) or T (stopped) is read with py-spy's --nonblocking,
 which needs no ptrace-stop: a blocking dump of a D-state process could wait forever, and a stopped one
 cannot be paused. The document keeps py-spy's output per rank and per sample: text as printed, JSON with identical frames
-stored once per node (compact.py; `compact.expand` gives py-spy's JSON back exactly).
+stored once per node and each distinct thread once per node: the node's merged summary (compact.py;
+`compact.expand` gives py-spy's JSON back exactly).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 
 from hangdoctor.collector import compact, dump, flight, procs, source
 
-FORMAT = "hangdoctor-node/1"
+FORMAT = compact.MERGED  # "hangdoctor-node/2"; readers also take /1 (frames factored, threads per sample)
 D_STATE, STOPPED = "d-state", "stopped"
 
 
@@ -152,7 +153,7 @@ def collect(options: dict, progress=None) -> dict:
             next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
     doc["source_lines"] = source.innermost_lines(infos)
     doc["finished"] = time.time()
-    return compact.factor(compact.drop_addresses(doc) if options.get("locals") else doc)
+    return compact.merge(compact.factor(compact.drop_addresses(doc) if options.get("locals") else doc))
 
 
 def _start_version(pyspy: str):

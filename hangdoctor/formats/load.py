@@ -45,15 +45,15 @@ def expand(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            nodes = sorted((path / "nodes").glob("*.json")) if (path / "nodes").is_dir() else []
+            nodes = sorted((path / "nodes").glob("*.json"), key=str) if (path / "nodes").is_dir() else []
             if nodes:  # an attach folder: its node files, and the Flight Recorder dumps it fetched
                 files.extend(nodes)
                 if (path / "fr").is_dir():
                     files.extend(sorted((p for p in (path / "fr").iterdir() if p.is_file() and rank_of(p) is not None),
                                         key=lambda p: (rank_of(p), p.name)))
             else:  # dumps, and Flight Recorder files named <prefix><rank>
-                files.extend(sorted(p for p in path.iterdir() if p.is_file()
-                                    and (p.suffix in _SUFFIXES or rank_of(p) is not None)))
+                files.extend(sorted((p for p in path.iterdir() if p.is_file()
+                                     and (p.suffix in _SUFFIXES or rank_of(p) is not None)), key=str))
         elif path.is_file():
             files.append(path)
         else:
@@ -150,17 +150,17 @@ def merge_samples(found: list[Found]) -> list[Found]:
     """Dumps of the same process (same host and pid, e.g. `analyze s1/ s2/`) are samples of one rank, in time
     order (reading order where times tie)."""
     merged: dict[tuple[str, int], Found] = {}
-    out = []
+    out, grown = [], {}
     for f in found:
         key = (f.host, f.pid)
         if not f.pid or key not in merged:
             merged[key] = f
             out.append(f)
             continue
-        first = merged[key]
+        first = grown[key] = merged[key]
         first.samples = first.samples + f.samples
         first.rank = first.rank if first.rank is not None else f.rank
-    for f in out:
+    for f in grown.values():
         if len(f.samples) > 1:
             f.samples = sorted(f.samples, key=lambda s: s.time)  # stable: reading order among equal times
             for index, sample in enumerate(f.samples):

@@ -1,4 +1,8 @@
-"""The collector's node document (`hangdoctor-node/1`) -> processes found on that node, with their samples."""
+"""The collector's node document (`hangdoctor-node/2`, and /1) -> processes found on that node, with their samples.
+
+The hot path at 100k ranks: a node's distinct threads (`thread_table`, see collector/compact.py) are built once
+per node, from frames interned across nodes; each rank's sample then costs a few small objects.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,9 @@ class Found:
     ppid: int | None = None
     gpu: bool | None = None  # a GPU runtime loaded (the collector read /proc/PID/maps); None: unknown
     flight_recorder: object = None  # its Flight Recorder trace, fetched live (FrDump), or the error text
+
+
+READABLE = ("hangdoctor-node/1", "hangdoctor-node/2")
 
 
 def is_node_doc(data: object) -> bool:
@@ -64,10 +71,32 @@ def _factored_threads(raw: list, table: list[Frame], stacks: dict, raw_table: li
     return tuple(threads)
 
 
+def _thread_shapes(doc: dict, table: list[Frame], raw_table: list | None) -> list[tuple]:
+    """The merged form's distinct threads, each as ThreadStack's arguments after the thread id."""
+    shapes, stacks = [], {}
+    for item in doc.get("thread_table") or []:
+        key = tuple(item["frames"])
+        stack = stacks.get(key)
+        if stack is None:
+            stack = stacks[key] = interned.stack([table[i] for i in key])
+        local_vars = locals_of([raw_table[i] for i in key]) if raw_table is not None else None
+        shapes.append((item.get("thread_name") or "", stack, item.get("active"), item.get("owns_gil"), local_vars))
+    return shapes
+
+
+def _merged_threads(refs: list, shapes: list[tuple]) -> tuple[ThreadStack, ...]:
+    return tuple(ThreadStack(os_thread_id or thread_id or 0, *shapes[ref]) for ref, os_thread_id, thread_id in refs)
+
+
 def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None = None,
-                raw_table: list | None = None) -> Sample:
+                raw_table: list | None = None, shapes: list[tuple] | None = None) -> Sample:
     problem = ""
-    if raw.get("pyspy_threads") is not None:
+    if raw.get("threads") is not None:
+        try:
+            threads = _merged_threads(raw["threads"], shapes or [])
+        except (IndexError, TypeError, ValueError) as exc:
+            threads, problem = (), f"unreadable py-spy JSON: {exc!r}"
+    elif raw.get("pyspy_threads") is not None:
         try:
             threads = _factored_threads(raw["pyspy_threads"], table or [], {} if stacks is None else stacks, raw_table)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
@@ -102,21 +131,26 @@ def _fetched_trace(proc: dict, node: str):
 def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list[Found]]:
     if not is_node_doc(doc):
         raise ValueError(f"not a hangdoctor node document (expected format {FORMAT})")
+    if doc["format"] not in READABLE:
+        raise ValueError(f"node format {doc['format']} is newer than this hangdoctor reads ({', '.join(READABLE)})")
     name = doc.get("node") or fallback_name
     try:
         raw_table = doc.get("frame_table") or []
         table = [frame_from_json(f) for f in raw_table]
         with_locals = raw_table if any(isinstance(f, dict) and f.get("locals") for f in raw_table) else None
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise ValueError(f"bad frame table: {exc}") from None
-    found, stacks = [], {}
+        shapes = _thread_shapes(doc, table, with_locals)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        raise ValueError(f"bad frame or thread table: {exc!r}") from None
+    found, stacks, cmdlines = [], {}, {}
     for proc in doc.get("processes", []):
-        rank = proc.get("rank")
+        cmdline = tuple(proc.get("cmdline") or ())
+        cmdline = cmdlines.setdefault(cmdline, cmdline)  # one tuple for the node's ranks that share it
         found.append(Found(
-            host=name, pid=int(proc["pid"]), rank=rank, rank_source=proc.get("rank_key") or "env",
-            local_rank=proc.get("local_rank"), world_size=proc.get("world_size"),
-            cmdline=tuple(proc.get("cmdline") or ()), samples=[read_sample(s, table, stacks, with_locals) for s in proc.get("samples", [])],
-            ppid=proc.get("ppid"), gpu=proc.get("gpu"), flight_recorder=_fetched_trace(proc, name),
+            host=name, pid=int(proc["pid"]), rank=proc.get("rank"), rank_source=proc.get("rank_key") or "env",
+            local_rank=proc.get("local_rank"), world_size=proc.get("world_size"), cmdline=cmdline,
+            samples=[read_sample(s, table, stacks, with_locals, shapes) for s in proc.get("samples", [])],
+            ppid=proc.get("ppid"), gpu=proc.get("gpu"),
+            flight_recorder=_fetched_trace(proc, name) if "flight_recorder" in proc else None,
         ))
     errors = list(doc.get("errors") or [])
     report = NodeReport(
