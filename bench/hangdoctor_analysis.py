@@ -14,11 +14,12 @@ garbage collector paused as `analyze` and `attach` pause it (hangdoctor/bulk.py)
 - verdict: diagnose() (tree, classes, waits, suspects, hints);
 - report: the terminal report rendered into a string, and the JSON report serialised.
 Peak memory is the process's maximum resident set (ru_maxrss) minus the same process's before loading.
-With --flight-recorder every rank also gets a Flight Recorder dump (torch's pickle), derived from the trainer's
+With --flight-recorder files|nodes every rank also gets a Flight Recorder dump, derived from the trainer's
 recorded PP2 x TP2 x DP2 dumps (tests/hangdoctor/data/fr/skip_loss_pp2tp2dp2: about 110 entries with their stacks
-per rank), with its process groups renamed as the full job would have them (make_fr_set).
+per rank), with its process groups renamed as the full job would have them (make_fr_set): torch's pickle files
+read by the front end, or summaries reduced on the nodes and carried in the node files.
 
-    .venv/bin/python bench/hangdoctor_analysis.py --sizes 16384 65536 131072 --repeat 3 [--flight-recorder]
+    .venv/bin/python bench/hangdoctor_analysis.py --sizes 16384 65536 131072 --repeat 3 [--flight-recorder nodes]
 """
 
 from __future__ import annotations
@@ -90,12 +91,18 @@ def make_dump_set(world: int, folder: Path, tp: int = 8, pp: int = 16, merged: b
 FR = DATA / "fr" / "skip_loss_pp2tp2dp2"  # our trainer, PP2 x TP2 x DP2, one replica (dp=1) skipped the broadcast
 
 
-def make_fr_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
-    """A Flight Recorder dump per rank (torch's pickle), derived from the trainer's recorded 8-rank dumps: each rank
-    takes the entries of the recorded rank in its place (first stages from pp=0, the last stage from pp=1, the
-    faulty replica dp=world/(tp*pp)//3 from the recorded faulty replica dp=1, tp parity), with every process group
-    renamed after the axes it spans and the rank's fixed coordinates, as the full job would have named them."""
+def make_fr_set(world: int, folder: Path, tp: int = 8, pp: int = 16, where: str = "files") -> float:
+    """A Flight Recorder dump per rank, derived from the trainer's recorded 8-rank dumps: each rank takes the
+    entries of the recorded rank in its place (first stages from pp=0, the last stage from pp=1, the faulty replica
+    dp=world/(tp*pp)//3 from the recorded faulty replica dp=1, tp parity), with every process group renamed after
+    the axes it spans and the rank's fixed coordinates, as the full job would have named them.
+    where="files": torch's pickle per rank, beside the node files (what `analyze DIR` of a dump folder reads);
+    where="nodes": each rank's dump reduced as its node's collector reduces it (collector/fr_summary.py) and
+    carried in the node file (what `attach --fr-dir` or a live fetch writes). Returns the seconds per rank that
+    reducing took (on the nodes, in parallel, in a real job; here one after the other)."""
     import pickle
+
+    from hangdoctor.collector.fr_summary import summarize
 
     from hangdoctor.analysis.sequence import join
     from hangdoctor.formats.flight_recorder import read_fr
@@ -108,6 +115,7 @@ def make_fr_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
     dims = ParallelDims.from_world(world, tp=tp, pp=pp)
     faulty = dims.dp // 3
     folder.mkdir(parents=True, exist_ok=True)
+    reducing, doc, doc_path = 0.0, None, None
     for rank in range(world):
         c = dims.coords(rank)
         source = small.rank(dp=1 if c.dp == faulty else 0, pp=1 if c.pp == pp - 1 else 0, tp=c.tp % 2)
@@ -121,7 +129,23 @@ def make_fr_set(world: int, folder: Path, tp: int = 8, pp: int = 16) -> None:
             group = entry["process_group"]
             entries.append(dict(entry, process_group=[names.get(group[0], group[0]), group[1]]))
         raw["entries"], raw["pg_status"] = entries, {}
-        (folder / f"fr_rank_{rank}").write_bytes(pickle.dumps(raw, protocol=2))
+        data = pickle.dumps(raw, protocol=2)
+        if where == "files":
+            (folder / f"fr_rank_{rank}").write_bytes(data)
+            continue
+        start = time.perf_counter()
+        summary = summarize(pickle.loads(data))  # as the collector does it: torch's bytes in, a summary out
+        reducing += time.perf_counter() - start
+        node = folder / f"node{rank // PER_NODE:05d}.json"
+        if doc is None or doc["node"] != node.stem:
+            if doc is not None:
+                doc_path.write_text(json.dumps(doc, separators=(",", ":")))
+            doc_path, doc = node, json.loads(node.read_text())
+        proc = next(p for p in doc["processes"] if p["rank"] == rank)
+        proc["flight_recorder"] = {"summary": summary, "file": f"/tmp/fr/fr_rank_{rank}"}
+    if doc is not None:
+        doc_path.write_text(json.dumps(doc, separators=(",", ":")))
+    return reducing / world
 
 
 def measure(folder: str) -> dict:
@@ -157,8 +181,9 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[16384, 65536, 131072])
     parser.add_argument("--forms", nargs="+", choices=("per-rank", "node-merged"), default=["per-rank", "node-merged"])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--flight-recorder", action="store_true",
-                        help="also a Flight Recorder dump per rank, derived from the trainer's recorded ones")
+    parser.add_argument("--flight-recorder", choices=("files", "nodes"),
+                        help="also a Flight Recorder dump per rank, derived from the trainer's recorded ones: as "
+                             "torch's files beside the node files, or reduced on the nodes and carried in them")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -172,8 +197,7 @@ def main() -> int:
         for size, form in ((size, form) for size in args.sizes for form in args.forms):
             folder = Path(tmp) / f"{size}-{form}"
             make_dump_set(size, folder, merged=form == "node-merged")
-            if args.flight_recorder:
-                make_fr_set(size, folder)
+            reduce_s = make_fr_set(size, folder, where=args.flight_recorder) if args.flight_recorder else 0.0
             disk = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
             runs = []
             for _ in range(args.repeat):
@@ -186,6 +210,9 @@ def main() -> int:
                   f"{best('verdict_s'):.2f} | {best('report_s'):.2f} | "
                   f"{min(r['load_s'] + r['verdict_s'] for r in runs):.2f} | {whole:.2f} | {whole / size * 1e6:.0f} | "
                   f"{max(r['peak_mib'] for r in runs):.0f} |", flush=True)
+            if args.flight_recorder == "nodes":
+                print(f"<!-- reducing each rank's Flight Recorder dump on its node took {reduce_s * 1e3:.2f} ms per "
+                      f"rank (not in the times above: the nodes do it in parallel) -->", flush=True)
             shutil.rmtree(folder)
             print(f"<!-- {size}: {runs[0]['headline']} | {runs[0]['places']} | {runs[0]['fr']} FR dumps: "
                   f"{runs[0]['first_hint'][:300]} -->", flush=True)

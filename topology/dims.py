@@ -105,6 +105,15 @@ class ParallelDims:
         values[c], values[b] = divmod(rest, getattr(self, b))
         return RankCoords(rank=rank, **values)
 
+    def stride(self, axis: str) -> int:
+        """How far apart in rank two neighbours along `axis` are: 1 for the fastest-varying axis."""
+        result = 1
+        for name in self._axes:
+            if name == axis:
+                return result
+            result *= self.size(name)
+        raise ValueError(f"unknown parallel axis {axis!r}; expected one of {', '.join(AXES)}")
+
     def rank(self, *, dp: int, pp: int, tp: int) -> int:
         values = {"dp": dp, "pp": pp, "tp": tp}
         result, stride = 0, 1

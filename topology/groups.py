@@ -19,17 +19,24 @@ AXIS_NAMES = {"tp": "tensor-parallel", "pp": "pipeline", "dp": "data-parallel"}
 
 def group_axes(ranks: Iterable[int], dims: ParallelDims) -> tuple[str, ...]:
     """The axes whose coordinate varies within the group, in (tp, pp, dp) order; () for a single rank."""
-    coords = [dims.coords(r) for r in ranks if 0 <= r < dims.world_size]
-    return tuple(axis for axis in ("tp", "pp", "dp") if len({getattr(c, axis) for c in coords}) > 1)
+    world = dims.world_size
+    inside = [r for r in ranks if 0 <= r < world]
+    spanned = []
+    for axis in ("tp", "pp", "dp"):  # arithmetic, not coordinates: thousands of groups of a 100k-rank job
+        stride, size = dims.stride(axis), dims.size(axis)
+        if len({r // stride % size for r in inside}) > 1:
+            spanned.append(axis)
+    return tuple(spanned)
 
 
-def describe_group(ranks: Iterable[int], dims: ParallelDims | None) -> str:
-    """"pipeline group of dp=1 tp=0 [ranks 1,5]", "world [ranks 0-7]", or "group of ranks 0-3" without a topology."""
+def describe_group(ranks: Iterable[int], dims: ParallelDims | None, axes: tuple[str, ...] | None = None) -> str:
+    """"pipeline group of dp=1 tp=0 [ranks 1,5]", "world [ranks 0-7]", or "group of ranks 0-3" without a topology.
+    `axes`: group_axes(ranks, dims), when the caller has it."""
     ranks = sorted(set(ranks))
     folded = fold_ranks(ranks)
-    if dims is None or not ranks or any(not 0 <= r < dims.world_size for r in ranks):
+    if dims is None or not ranks or ranks[0] < 0 or ranks[-1] >= dims.world_size:
         return f"group of ranks {folded}"
-    axes = group_axes(ranks, dims)
+    axes = group_axes(ranks, dims) if axes is None else axes
     if len(ranks) == dims.world_size:
         return f"world [ranks {folded}]"
     first = dims.coords(ranks[0])

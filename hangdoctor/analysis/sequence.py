@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from hangdoctor.formats.flight_recorder import FrDump, FrEntry
+from hangdoctor.formats.flight_recorder import FrDump, FrEntry, GroupTrace
 from topology import ParallelDims, describe_group, fold_ranks, group_axes
 from topology.groups import AXIS_NAMES
 
@@ -55,66 +55,74 @@ def join(dumps: list[FrDump], dims: ParallelDims | None, world: int | None = Non
     for dump in dumps:
         for name, ranks in dump.group_ranks.items():
             members[name].update(ranks)
-        for entry in dump.entries:
-            if not entry.p2p and not dump.group_ranks.get(entry.group):
-                members[entry.group].add(dump.rank)
+        for name in dump.sequences:
+            if not dump.group_ranks.get(name):
+                members[name].add(dump.rank)
         descs.update({k: v for k, v in dump.group_desc.items() if v})
     last_entry = {d.rank: max(d.entries, key=lambda e: e.time_ns, default=None) for d in dumps}
     groups = []
     for name, ranks in members.items():
         ranks_sorted = sorted(ranks)
-        seqs = {r: {e.seq: e for e in by_rank[r].entries if e.group == name and not e.p2p}
-                for r in ranks_sorted if r in by_rank}
-        if not any(seqs.values()):
+        traces = {r: by_rank[r].sequences.get(name) for r in ranks_sorted if r in by_rank}
+        if not any(traces.values()):
             continue
-        status = {r: by_rank[r].status.get(name, {}) for r in seqs}
+        axes = group_axes(ranks_sorted, dims) if dims else ()
         group = GroupSequence(
             group=name, desc=descs.get(name, ""), ranks=ranks_sorted,
-            name=_name(ranks_sorted, dims, world), axes=group_axes(ranks_sorted, dims) if dims else (),
-            last_issued={r: max(s, default=0) for r, s in seqs.items()},
-            last_completed={r: status[r].get("last_completed_collective") for r in seqs},
+            name=_name(ranks_sorted, dims, world, axes), axes=axes,
+            last_issued={r: t.last if t else 0 for r, t in traces.items()},
+            last_completed={r: by_rank[r].status.get(name, {}).get("last_completed_collective") for r in traces},
             no_dump=[r for r in ranks_sorted if r not in by_rank])
-        group.parting = _first_parting(seqs, last_entry)
+        group.parting = _first_parting(traces, last_entry)
         groups.append(group)
     groups.sort(key=lambda g: (g.parting is None, g.parting.time_ns if g.parting else 0, -len(g.ranks), g.group))
     return groups
 
 
-def _name(ranks: list[int], dims: ParallelDims | None, world: int | None) -> str:
+def _name(ranks: list[int], dims: ParallelDims | None, world: int | None, axes: tuple[str, ...]) -> str:
     if dims is None and world and ranks == list(range(world)):
         return f"world [ranks {fold_ranks(ranks)}]"
-    return describe_group(ranks, dims)
+    return describe_group(ranks, dims, axes if dims else None)
 
 
-def _first_parting(seqs: dict[int, dict[int, FrEntry]], last_entry: dict[int, FrEntry | None]) -> Parting | None:
-    held = [s for s in seqs.values() if s]
-    if len(seqs) < 2 or not held:
+def _first_parting(traces: dict[int, GroupTrace | None], last_entry: dict[int, FrEntry | None]) -> Parting | None:
+    """Members that issued the same sequence are compared once, as one: at 16k ranks a group holds a handful of
+    distinct sequences. A member with a dump but no entry in the group issued nothing in it."""
+    if len(traces) < 2:
         return None
-    start = max(min(s) for s in held)  # every buffer still holds ids from here on
-    end = max(max(s) for s in held)
+    alike: dict[tuple[int, str], tuple[GroupTrace, list[int]]] = {}
+    empty = []
+    for rank, trace in traces.items():
+        if trace is None:
+            empty.append(rank)
+        else:
+            alike.setdefault(trace.key, (trace, []))[1].append(rank)
+    if not alike or (len(alike) == 1 and not empty):
+        return None
+    start = max(trace.first for trace, _ in alike.values())  # every buffer still holds ids from here on
+    end = max(trace.last for trace, _ in alike.values())
     for seq in range(start, end + 1):
         issued: dict[str, list[int]] = defaultdict(list)
-        never = []
-        for rank, by_seq in seqs.items():
-            entry = by_seq.get(seq)
-            if entry is None:
-                if max(by_seq, default=0) < seq:
-                    never.append(rank)
+        never = list(empty) if seq > 0 else []
+        for trace, ranks in alike.values():
+            by_seq, last = trace.seqs()
+            found = by_seq.get(seq)
+            if found is None:
+                if last < seq:
+                    never += ranks
                 continue
-            issued[_what(entry)].append(rank)
-        when = min((seqs[r][seq].time_ns for ranks in issued.values() for r in ranks), default=0)
+            issued[trace.whats[found]] += ranks
+        if not (never and issued) and len(issued) < 2:
+            continue
+        for ranks in issued.values():
+            ranks.sort()
+        when = min((traces[r].time_of(seq) for ranks in issued.values() for r in ranks), default=0)
+        last = {r: last_entry.get(r) for r in traces}
         if never and issued:
-            return Parting(seq, "missing", when, dict(issued), never, {r: last_entry.get(r) for r in seqs})
-        if len(issued) > 1:
-            ops = {what.split(" [", 1)[0] for what in issued}
-            return Parting(seq, "op" if len(ops) > 1 else "sizes", when, dict(issued), [],
-                           {r: last_entry.get(r) for r in seqs})
+            return Parting(seq, "missing", when, dict(issued), sorted(never), last)
+        ops = {what.split(" [", 1)[0] for what in issued}
+        return Parting(seq, "op" if len(ops) > 1 else "sizes", when, dict(issued), [], last)
     return None
-
-
-def _what(entry: FrEntry) -> str:
-    sizes = ",".join("x".join(map(str, s)) or "scalar" for s in entry.sizes)
-    return f"{entry.op} [{sizes}{' ' + '/'.join(sorted(set(entry.dtypes))) if entry.dtypes else ''}]"
 
 
 def merge_alike(groups: list[GroupSequence], dims: ParallelDims | None) -> list[GroupSequence]:

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--native", action="store_true")
     parser.add_argument("--nonblocking", action="store_true")
     parser.add_argument("--locals", action="store_true", help="py-spy --locals: every frame's arguments and locals")
+    parser.add_argument("--fr-dir", help="read the ranks' Flight Recorder dump files in this folder (on this node)")
     parser.add_argument("--flight-recorder", action="store_true",
                         help="fetch Flight Recorder traces from torch's debug worker servers (collector/flight.py)")
     parser.add_argument("--text", action="store_true", help="py-spy's text output instead of --json")
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
     doc = node.collect({
         "pyspy": pyspy, "match": parse_match(args.match), "pids": args.pid, "samples": args.samples,
         "interval": args.interval, "native": args.native, "nonblocking": args.nonblocking, "json": not args.text,
-        "locals": args.locals, "flight_recorder": args.flight_recorder,
+        "locals": args.locals, "flight_recorder": args.flight_recorder, "fr_dir": args.fr_dir,
         "dump_timeout": args.dump_timeout, "deadline": deadline, "node": name, "filter_node": not args.all_nodes,
         "pyspy_version": args.pyspy_version,
     }, progress if args.progress else None)

@@ -17,6 +17,8 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from hangdoctor.collector.fr_summary import summarize
+
 ENDPOINT = "/handler/fr_trace_json"
 _LISTEN = "0A"
 _ANY = {"00000000", "00000000000000000000000000000000"}  # 0.0.0.0 and :: as /proc/net writes them
@@ -81,8 +83,9 @@ def fetch_one(port: int, timeout: float) -> dict | None:
 
 
 def fetch_all(infos: list, *, timeout: float = 1.5, deadline: float | None = None) -> dict:
-    """{pid: {"port": p, "trace": {...}} or {"error": why}} for the processes that have a candidate port; each
-    port answers within `timeout`, and everything ends by `deadline` (time.time())."""
+    """{pid: {"port": p, "summary": {...}} or {"error": why}} for the processes that have a candidate port; each
+    port answers within `timeout`, and everything ends by `deadline` (time.time()). Each trace is reduced here,
+    on its node (fr_summary.py): the front end joins summaries."""
     jobs = {info["pid"]: candidate_ports(info["pid"], info.get("env") or {}) for info in infos}
     jobs = {pid: ports for pid, ports in jobs.items() if ports}
     if not jobs:
@@ -95,7 +98,10 @@ def fetch_all(infos: list, *, timeout: float = 1.5, deadline: float | None = Non
                 return {"error": "not fetched: the collection's time bound was reached"}
             trace = fetch_one(port, left)
             if trace is not None:
-                return {"port": port, "trace": trace}
+                try:
+                    return {"port": port, "summary": summarize(trace)}
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                    return {"port": port, "error": f"a damaged Flight Recorder trace ({type(exc).__name__}: {exc})"}
         return {"error": f"no Flight Recorder trace from port{'s' if len(jobs[pid]) > 1 else ''} "
                          f"{', '.join(map(str, jobs[pid]))}"}
 

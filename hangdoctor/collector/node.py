@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from hangdoctor.collector import compact, dump, flight, procs, source
+from hangdoctor.collector import compact, dump, flight, fr_summary, procs, source
 
 FORMAT = compact.MERGED  # "hangdoctor-node/2"; readers also take /1 (frames factored, threads per sample)
 D_STATE, STOPPED = "d-state", "stopped"
@@ -63,7 +63,8 @@ def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking
 def collect(options: dict, progress=None) -> dict:
     """Run a whole node collection. `options`: pyspy, match (dict), pids (list, instead of match), samples,
     interval, native, nonblocking, json (bool), dump_timeout, deadline (epoch seconds or None), node (name),
-    cpu_window (seconds), among (pids to search instead of all of /proc), pyspy_version (when known).
+    cpu_window (seconds), among (pids to search instead of all of /proc), pyspy_version (when known),
+    flight_recorder (fetch traces from torch's debug worker servers), fr_dir (read the ranks' dump files there).
     `progress(done, total)` is called after every dump.
     """
     started = time.time()
@@ -72,7 +73,7 @@ def collect(options: dict, progress=None) -> dict:
         "format": FORMAT, "node": name, "hostname": os.uname().nodename, "collector_pid": os.getpid(),
         "python": sys.version.split()[0], "started": started, "finished": None, "options": {
             key: options.get(key) for key in ("samples", "interval", "native", "locals", "nonblocking", "dump_timeout",
-                                              "match", "pids", "flight_recorder")
+                                              "match", "pids", "flight_recorder", "fr_dir")
         },
         "pyspy": {"path": options["pyspy"], "version": ""},
         "processes": [], "skipped": [], "errors": [],
@@ -151,9 +152,23 @@ def collect(options: dict, progress=None) -> dict:
     if options.get("flight_recorder"):  # torch's debug worker servers, where the ranks run them
         for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
             next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
+    if options.get("fr_dir"):  # dump files the ranks wrote on this node (TORCH_FR_DUMP_TEMP_FILE's folder)
+        _read_fr_dir(doc, infos, str(options["fr_dir"]))
     doc["source_lines"] = source.innermost_lines(infos)
     doc["finished"] = time.time()
     return compact.merge(compact.factor(compact.drop_addresses(doc) if options.get("locals") else doc))
+
+
+def _read_fr_dir(doc: dict, infos: list, folder: str) -> None:
+    by_rank = {info["rank"]: info for info in infos if isinstance(info.get("rank"), int)}
+    try:
+        found = fr_summary.summaries_in(folder, set(by_rank))
+    except OSError as exc:
+        doc["errors"].append(f"Flight Recorder folder {folder}: cannot list ({exc.strerror or exc})")
+        return
+    for rank, read in found.items():
+        if "summary" in read or "summary" not in (by_rank[rank].get("flight_recorder") or {}):
+            by_rank[rank]["flight_recorder"] = read  # a file the rank wrote beats a failed live fetch
 
 
 def _start_version(pyspy: str):

@@ -98,8 +98,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                              "runs one (torch.distributed.debug.start_debug_server): one POST to each port the rank "
                              "listens on at every address, MASTER_PORT excepted (default on)")
     parser.add_argument("--fr-dir", type=Path, metavar="DIR",
-                        help="Flight Recorder dumps the job wrote (files <prefix><rank>, e.g. TORCH_FR_DUMP_TEMP_FILE's "
-                             "folder): copied into --out/fr and joined with the stacks")
+                        help="the folder the job writes its Flight Recorder dumps to (files <prefix><rank>, "
+                             "TORCH_FR_DUMP_TEMP_FILE's folder; node-local like /tmp, or shared): each node's "
+                             "collector reads its own ranks' dumps there, reduces them and joins them with the stacks")
     add_topology_flags(parser)
     add_rules_flag(parser)
     add_output_flags(parser)
@@ -197,40 +198,6 @@ def remove_empty(folders: list[Path]) -> None:
             return
 
 
-def save_flight_recorder(out: Path, source: Path | None) -> list[str]:
-    """Copy the job's Flight Recorder dumps beside the node files (so that `analyze <out>` redoes everything);
-    returns the problems (a dump that cannot be copied is named, the others are kept)."""
-    if source is None:
-        return []
-    from hangdoctor.formats.flight_recorder import rank_of
-
-    if not source.is_dir():
-        raise CommandError(f"--fr-dir {source}: no such folder", "pass the folder the job wrote its Flight Recorder "
-                           "dumps to (TORCH_FR_DUMP_TEMP_FILE's folder)", EXIT_USAGE)
-    problems, target = [], out / "fr"
-    target.mkdir(exist_ok=True)
-    for path in sorted(p for p in source.iterdir() if p.is_file() and rank_of(p) is not None):
-        try:
-            (target / path.name).write_bytes(path.read_bytes())
-        except OSError as exc:
-            problems.append(f"{path}: cannot copy ({exc.strerror or exc})")
-    return problems
-
-
-def read_flight_recorder(folder: Path) -> tuple[list, list[str]]:
-    if not folder.is_dir():
-        return [], []
-    from hangdoctor.formats.flight_recorder import FrError, rank_of, read_fr
-
-    dumps, errors = [], []
-    for path in sorted(p for p in folder.iterdir() if rank_of(p) is not None):
-        try:
-            dumps.append(read_fr(path))
-        except FrError as exc:
-            errors.append(str(exc))
-    return dumps, errors
-
-
 def save_docs(out: Path, gathered: Gathered) -> None:
     """Keep every node's raw output (on this machine, whatever the nodes see) before anything else can fail."""
     folder = out / "nodes"
@@ -250,6 +217,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     options = CollectOptions(pyspy=find_pyspy(args.py_spy), samples=args.samples, interval=args.interval,
                              native=args.native, nonblocking=args.nonblocking, locals=args.locals,
                              flight_recorder=args.flight_recorder,
+                             fr_dir=str(args.fr_dir.absolute()) if args.fr_dir else None,
                              dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
     folder = args.out or default_out(args)
     created = make_out(folder)
@@ -259,7 +227,6 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         remove_empty(created)  # nothing was collected: leave no empty folder behind
         raise
     save_docs(folder, gathered)
-    fr_problems = save_flight_recorder(folder, args.fr_dir)
     # Imported only now: an attach that finds nothing never pays for the analysis (importing it in a thread
     # during the dumps was measured slower on two cores: it competes with the /proc scan and with py-spy).
     from hangdoctor.analysis.verdict import diagnose, ptrace_hint
@@ -274,8 +241,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                            EXIT_ENVIRONMENT)
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,
-                                      warnings=gathered.warnings + fr_problems, failed_nodes=gathered.failed,
-                                      table=table, flight_recorder=read_flight_recorder(folder / "fr"))
+                                      warnings=gathered.warnings, failed_nodes=gathered.failed, table=table)
     collection.whole_job = not args.pid
     if not collection.records:
         skipped = sum(len(d.get("skipped") or []) for d in gathered.docs)

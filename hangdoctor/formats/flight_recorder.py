@@ -4,28 +4,28 @@ torch keeps, per process, a ring buffer of its last collectives (TORCH_FR_BUFFER
 writes it as one file per rank: the prefix in TORCH_FR_DUMP_TEMP_FILE followed by the rank (`fr_rank_3`), as a
 pickle (`_dump_fr_trace`) or as JSON (`_dump_fr_trace_json`). A dump is a dict: `version`, `pg_config` (name ->
 ranks, desc; empty for gloo groups in torch 2.13), `pg_status` (local pg_id -> last enqueued/started/completed
-sequence id; the id differs between ranks, the name does not: statuses are re-keyed by name), `entries` (each: process_group [name, desc], collective_seq_id or p2p_seq_id, profiling_name
-"gloo:broadcast", input/output sizes and dtypes, state, the Python stack at issue time).
+sequence id; the id differs between ranks, the name does not: statuses are re-keyed by name), `entries` (each:
+process_group [name, desc], collective_seq_id or p2p_seq_id, profiling_name "gloo:broadcast", input/output sizes
+and dtypes, state, the Python stack at issue time).
 
-The pickle is untrusted input: `_PlainUnpickler` admits plain containers and scalars only (no class is ever
-looked up, so nothing can be constructed or called); anything else is a `FrError`, one line that names the file.
-Standard library only.
+Each dump is reduced as it is read (collector/fr_summary.py: per process group, its sequence as one string, and
+its last entries with their stacks); collectors reduce the traces they fetch or read on the nodes, and a node
+file carries the summaries. The pickle is untrusted input, read by collector/fr_summary.py's plain-data
+unpickler; anything else is a `FrError`, one line that names the file. Standard library only.
 """
 
 from __future__ import annotations
 
-import io
-import json
-import pickle
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from hangdoctor.collector.fr_summary import FORMAT as SUMMARY
+from hangdoctor.collector.fr_summary import (GAP, DecodeError, decode, op_of, rank_in_name, read_regular, shapes,
+                                             summarize, times_of, what)
 from hangdoctor.formats import frames as interned
 from hangdoctor.model import Stack
 
-MAX_BYTES = 512 << 20  # a dump of 20,000 entries with stacks is a few MB
-_RANK = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
 
 
 class FrError(ValueError):
@@ -43,8 +43,7 @@ class FrEntry:
     dtypes: tuple
     state: str  # "scheduled", "started", "completed"
     time_ns: int
-    frames: tuple = ()  # the Python stack at issue time as torch wrote it (dicts), innermost first; see `stack`;
-    # kept for each group's last entry of a rank only (memory: thousands of ranks x thousands of entries)
+    frames: tuple = ()  # the Python stack at issue time as torch wrote it (dicts), innermost first; see `stack`
 
     @property
     def stack(self) -> Stack:
@@ -57,27 +56,58 @@ class FrEntry:
         sizes = ",".join("x".join(map(str, s)) or "scalar" for s in self.sizes)
         return f"{self.op}{' ' + self.detail if self.detail else ''} #{self.seq} [{sizes}]"
 
+    @property
+    def what(self) -> str:
+        return what(self.op, self.sizes, self.dtypes)
+
+
+_seqs: dict[tuple[int, str], tuple[dict[int, str], int]] = {}  # (first, codes) -> ({seq: code}, last): shared
+
+
+@dataclass(slots=True)
+class GroupTrace:
+    """One rank's collectives in one process group: ids `first`..`last`, each one's code (None: not in the
+    buffer). Ranks that issued the same sequence share `codes` and the parsed form."""
+
+    first: int
+    codes: str
+    times: str
+    whats: dict[str, str]  # code -> what, e.g. "broadcast [4 float32]"
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return self.first, self.codes
+
+    def seqs(self) -> tuple[dict[int, str], int]:
+        """({seq: code}, last seq), parsed once per distinct sequence."""
+        found = _seqs.get(self.key)
+        if found is None:
+            parts = self.codes.split()
+            found = _seqs[self.key] = ({self.first + i: c for i, c in enumerate(parts) if c != GAP},
+                                       self.first + len(parts) - 1)
+        return found
+
+    @property
+    def last(self) -> int:
+        return self.seqs()[1]
+
+    def time_of(self, seq: int) -> int:
+        """When `seq` was issued (ns since the epoch), 0 when unknown; only the parting group's ranks are asked."""
+        return times_of(self.first, self.times).get(seq, 0)
+
 
 @dataclass
 class FrDump:
     rank: int  # global rank, from the file name
     source: str  # the file
     version: str
-    entries: list[FrEntry] = field(default_factory=list)
+    entries: list[FrEntry] = field(default_factory=list)  # each group's last collective and last p2p entry, with
+    # their stacks: where the rank is (the whole sequence is in `sequences`)
     group_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # from pg_config, when torch filled it
     group_desc: dict[str, str] = field(default_factory=dict)
     status: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> last_enqueued/started/completed
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Only dicts, lists, tuples, strings, numbers, booleans and None: every global lookup is refused, and with
-    it every way a pickle has of calling code (REDUCE, BUILD, NEWOBJ, INST all need a looked-up class)."""
-
-    def find_class(self, module: str, name: str):  # noqa: D102
-        raise pickle.UnpicklingError(f"it refers to {module}.{name}, and only plain data is read")
-
-    def persistent_load(self, pid):  # noqa: D102
-        raise pickle.UnpicklingError("it refers to a persistent object, and only plain data is read")
+    sequences: dict[str, GroupTrace] = field(default_factory=dict)  # group -> its collectives in order
+    count: int = 0  # entries in torch's dump
 
 
 def is_pickle(data: bytes) -> bool:
@@ -92,72 +122,51 @@ def is_fr_json(data: object) -> bool:
 
 
 def rank_of(path: Path) -> int | None:
-    match = _RANK.search(path.name)
-    return int(match[1]) if match else None
+    return rank_in_name(path.name)
 
 
 def read_fr(path: Path, data: bytes | None = None) -> FrDump:
     """One rank's dump. Raises FrError."""
-    try:
-        data = path.read_bytes() if data is None else data
-    except OSError as exc:
-        raise FrError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_BYTES:
-        raise FrError(f"{path}: {len(data) >> 20} MiB is more than a Flight Recorder dump holds")
     rank = rank_of(path)
     if rank is None:
         raise FrError(f"{path}: no rank at the end of the file name (torch names dumps <prefix><rank>)")
-    if data[:1] == b"\x80":
-        try:
-            raw = _PlainUnpickler(io.BytesIO(data)).load()
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-                MemoryError, RecursionError) as exc:
-            raise FrError(f"{path}: not a readable Flight Recorder pickle ({exc or type(exc).__name__})") from None
-    else:
-        try:
-            raw = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise FrError(f"{path}: not a Flight Recorder dump (neither its pickle nor its JSON: {exc})") from None
+    try:
+        raw = decode(read_regular(str(path)) if data is None else data)
+    except OSError as exc:
+        raise FrError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except DecodeError as exc:
+        raise FrError(f"{path}: {exc}") from None
     return parse_dump(raw, rank, str(path))
 
 
 def parse_dump(raw: object, rank: int, source: str) -> FrDump:
-    """A dump already decoded (a worker server's JSON reply, a file's pickle or JSON). Raises FrError."""
+    """A dump already decoded (a worker server's JSON reply, a file's pickle or JSON), or its summary made on a
+    node. Raises FrError."""
     try:
-        return _dump(raw, rank, source)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        summary = raw if isinstance(raw, dict) and raw.get("format") == SUMMARY else summarize(raw)
+        return from_summary(summary, rank, source)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise FrError(f"{source}: a damaged Flight Recorder dump ({type(exc).__name__}: {exc})") from None
 
 
-def _dump(raw: object, rank: int, source: str) -> FrDump:
-    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
-        raise ValueError("no list of entries")
-    dump = FrDump(rank=rank, source=source, version=str(raw.get("version", "")))
-    for name, config in (raw.get("pg_config") or {}).items():
-        if not isinstance(config, dict) or not name:
-            continue
-        ranks = config.get("ranks")
-        if isinstance(ranks, str):  # torch writes the list as its text, "[0, 1]"
-            ranks = [int(r) for r in re.findall(r"-?\d+", ranks)]
-        if isinstance(ranks, list) and ranks:
-            dump.group_ranks[str(name)] = tuple(int(r) for r in ranks)
-        dump.group_desc[str(name)] = str(config.get("desc", ""))
-    names_of_ids: dict[str, str] = {}  # pg_status is keyed by the local pg_id, which differs between ranks
-    for item in raw["entries"]:
-        dump.entries.append(_entry(item))
-        group = item.get("process_group")
-        if isinstance(group, (list, tuple)) and len(group) == 2:
-            names_of_ids.setdefault(str(item.get("pg_id")), str(group[0]))
-            if group[1]:
-                dump.group_desc.setdefault(str(group[0]), str(group[1]))
-    keep = set({e.group: i for i, e in enumerate(dump.entries)}.values())
-    for i, entry in enumerate(dump.entries):  # stacks are kept for each group's last entry: where a rank waits
-        if entry.frames and i not in keep:
-            dump.entries[i] = replace(entry, frames=())
-    for pg_id, status in (raw.get("pg_status") or {}).items():
-        if isinstance(status, dict) and str(pg_id) in names_of_ids:
-            dump.status[names_of_ids[str(pg_id)]] = {key: int(value) for key, value in status.items()
-                                                     if str(value).lstrip("-").isdigit()}
+_strings: dict[str, str] = {}  # one object for each distinct `codes` string: 16k ranks share a handful
+
+
+def from_summary(summary: dict, rank: int, source: str) -> FrDump:
+    dump = FrDump(rank=rank, source=source, version=str(summary.get("version", "")), count=int(summary["entries"]))
+    for name, config in summary["pg_config"].items():
+        if config.get("ranks"):
+            dump.group_ranks[name] = tuple(int(r) for r in config["ranks"])
+        dump.group_desc[name] = str(config.get("desc", ""))
+    whats = {str(k): str(v) for k, v in summary["whats"].items()}
+    for name, trace in summary["groups"].items():
+        codes = str(trace["codes"])
+        dump.sequences[name] = GroupTrace(int(trace["first"]), _strings.setdefault(codes, codes), str(trace["times"]),
+                                          whats)
+        dump.entries.append(_entry(trace["last"]))
+    dump.entries += [_entry(item) for item in summary["p2p_last"].values()]
+    dump.entries.sort(key=lambda e: e.time_ns)
+    dump.status = {str(k): {str(a): int(b) for a, b in v.items()} for k, v in summary["pg_status"].items()}
     return dump
 
 
@@ -170,22 +179,15 @@ def _entry(item: dict) -> FrEntry:
     profiling = item.get("profiling_name") or ""
     parsed = _OPS.get(profiling)
     if parsed is None:
-        op, _, detail = str(profiling).split(":", 1)[-1].strip().partition(" ")
-        parsed = _OPS[profiling] = (op or "?", detail.strip())
+        parsed = _OPS[profiling] = op_of(profiling)
     p2p = bool(item.get("is_p2p"))
     seq = int(item.get("p2p_seq_id") if p2p else item.get("collective_seq_id") or 0)
     frames = item.get("frames")
     dtypes = item.get("input_dtypes")
     return FrEntry(group=name, seq=seq, p2p=p2p, op=parsed[0], detail=parsed[1],
-                   sizes=_shape_list(item.get("input_sizes")), dtypes=tuple(dtypes) if isinstance(dtypes, list) else (),
+                   sizes=shapes(item.get("input_sizes")), dtypes=tuple(dtypes) if isinstance(dtypes, list) else (),
                    state=str(item.get("state", "")), time_ns=int(item.get("time_created_ns") or 0),
                    frames=tuple(frames) if isinstance(frames, list) else ())
-
-
-def _shape_list(value) -> tuple:
-    if not isinstance(value, list):
-        return ()
-    return tuple(tuple(shape) if isinstance(shape, list) else (shape,) for shape in value)
 
 
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")

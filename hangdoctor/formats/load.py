@@ -224,7 +224,7 @@ def _one_per_rank(dumps: list, notes: list[str]) -> list:
         other = kept.get(dump.rank)
         if other is None or (other.source.endswith(".json") and not dump.source.endswith(".json")):
             kept[dump.rank] = dump
-        elif len(other.entries) != len(dump.entries):
+        elif other.count != dump.count:
             notes.append(f"two Flight Recorder dumps of rank {dump.rank} differ ({other.source}, {dump.source}): "
                          f"keeping {other.source}")
     return [kept[r] for r in sorted(kept)]

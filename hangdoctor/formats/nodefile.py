@@ -114,16 +114,19 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
 
 
 def _fetched_trace(proc: dict, node: str):
-    """The trace a collector fetched from the rank's debug worker server, as an FrDump (or its error, a str)."""
+    """The trace a collector fetched from the rank's debug worker server or read from its dump file, reduced on
+    the node, as an FrDump (or its error, a str). Older node files carry the whole trace."""
     fetched = proc.get("flight_recorder")
     if not isinstance(fetched, dict) or proc.get("rank") is None:
         return None
-    if "trace" not in fetched:
+    raw = fetched.get("summary", fetched.get("trace"))
+    if raw is None:
         return str(fetched.get("error") or "no trace")
     from hangdoctor.formats.flight_recorder import FrError, parse_dump
 
+    where = fetched.get("file") or f"{node} pid {proc.get('pid')} port {fetched.get('port')}"
     try:
-        return parse_dump(fetched["trace"], int(proc["rank"]), f"{node} pid {proc.get('pid')} port {fetched.get('port')}")
+        return parse_dump(raw, int(proc["rank"]), str(where))
     except FrError as exc:
         return str(exc)
 

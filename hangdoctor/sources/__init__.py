@@ -19,6 +19,7 @@ class CollectOptions:
     native: bool = False
     locals: bool = False  # py-spy --locals: arguments and locals of every frame (the peer of a send/recv)
     flight_recorder: bool = False  # fetch Flight Recorder traces from torch's debug worker servers, where they run
+    fr_dir: str | None = None  # read the ranks' Flight Recorder dump files in this folder, on each node
     nonblocking: bool = False
     dump_timeout: float = 10.0
     timeout: float = 60.0  # the whole collection, every node included

@@ -54,7 +54,7 @@ def collect_here(options: CollectOptions, *, match: dict | None = None, pids: li
         "among": among, "pyspy_version": pyspy_version(options.pyspy),
         "pyspy": options.pyspy, "match": match or {}, "pids": pids or [], "samples": options.samples,
         "interval": options.interval, "native": options.native, "nonblocking": options.nonblocking,
-        "locals": options.locals, "flight_recorder": options.flight_recorder,
+        "locals": options.locals, "flight_recorder": options.flight_recorder, "fr_dir": options.fr_dir,
         "dump_timeout": options.dump_timeout, "deadline": time.time() + options.timeout,
         "filter_node": False,  # one machine: every matching process is ours, whatever slurmd started it
     }, progress)

@@ -38,6 +38,8 @@ def collector_argv(options: CollectOptions, *, python: str = sys.executable, mat
         argv.append("--locals")
     if options.flight_recorder:
         argv.append("--flight-recorder")
+    if options.fr_dir:
+        argv += ["--fr-dir", options.fr_dir]
     if node:
         argv += ["--node", node]
     if chunked:

@@ -39,11 +39,15 @@ def test_pickle_and_json_forms_say_the_same():
     assert [d.rank for d in pickles] == [d.rank for d in jsons] == [0, 1, 2, 3]
     for a, b in zip(pickles, jsons):
         assert [(e.group, e.seq, e.op, e.sizes) for e in a.entries] == [(e.group, e.seq, e.op, e.sizes) for e in b.entries]
+        assert {g: (t.first, t.codes, t.times) for g, t in a.sequences.items()} == \
+            {g: (t.first, t.codes, t.times) for g, t in b.sequences.items()}
     rank1 = pickles[1]
-    assert [(e.group, e.seq, e.op) for e in rank1.entries if not e.p2p] == [
-        ("1", 1, "all_reduce"), ("1", 2, "all_reduce"), ("0", 1, "barrier")]
-    # stacks are kept for each group's last entry (where the rank waits): the barrier of group 0, the all_reduce #2
-    assert [e.stack[0].name if e.stack else None for e in rank1.entries] == [None, "all_reduce", "barrier"]
+    sequence = {g: [(seq, t.whats[c]) for seq, c in sorted(t.seqs()[0].items())] for g, t in rank1.sequences.items()}
+    assert sequence == {"1": [(1, "all_reduce [4 Float]"), (2, "all_reduce [4 Float]")], "0": [(1, "barrier []")]}
+    assert rank1.count == 3
+    # each group's last entry is kept, the latest (where the rank waits: the barrier of group 0) with its stack
+    assert [(e.group, e.seq, e.op) for e in rank1.entries] == [("1", 2, "all_reduce"), ("0", 1, "barrier")]
+    assert [e.stack[0].name if e.stack else None for e in rank1.entries] == [None, "barrier"]
     assert rank1.status["1"]["last_enqueued_collective"] == 2
 
 

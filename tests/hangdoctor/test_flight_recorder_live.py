@@ -3,7 +3,8 @@ torchrun, tp groups 0-1 and 2-3; rank 1 skips one all_reduce of its tp group and
 
 - attach fetches each rank's trace from torch's debug worker server (the job calls start_debug_server) while the
   job hangs, with no setting on our side, and `analyze` of attach's folder tells the same;
-- attach --fr-dir joins the dumps the job wrote itself (each rank dumps a second after it blocked).
+- attach --fr-dir joins the dumps the job wrote itself (each rank dumps a second after it blocked): each node's
+  collector reads and reduces its ranks' files.
 Each attach is asked once, after every rank wrote that it is about to block."""
 
 import json
@@ -94,4 +95,11 @@ def test_attach_joins_the_dumps_a_job_wrote_with_fr_dir(tmp_path):
     finally:
         stop(proc, pids)
     check(verdict)
-    assert sorted(p.name for p in (tmp_path / "out" / "fr").iterdir())[:2] == ["fr_rank_0", "fr_rank_0.json"]
+    # each rank's dump was read and reduced by the collector, on the node: the node file carries the summaries
+    [doc] = [json.loads(p.read_text()) for p in (tmp_path / "out" / "nodes").glob("*.json")]
+    read = {p["rank"]: p["flight_recorder"] for p in doc["processes"]}
+    assert sorted(read) == list(range(4)) and all(r["file"].endswith(f"fr_rank_{k}") for k, r in read.items())
+    assert all(r["summary"]["format"] == "hangdoctor-fr-summary/1" for r in read.values())
+    again = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(tmp_path / "out"), "--tp", "2", "--json"],
+                        timeout=60, env=child_env())
+    check(json.loads(again.stdout))
