@@ -130,12 +130,21 @@ def gpu_in_stack(stack: Stack) -> bool:
 
 def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None] | None = None,
               source: dict | None = None) -> RankView:
-    """`memo` memoises the wait per interned stack (id -> Wait), shared across ranks."""
+    """`memo` memoises the wait per interned stack (id -> Wait), shared across ranks. Plain loops: this runs
+    once per rank of 100k-rank jobs."""
     pid = record.identity.pid
     samples = record.samples
-    answered = [s for s in samples if s.status == OK]
-    threads = [t for t in (s.main_thread(pid) for s in answered) if t is not None]
-    stacks = [t.frames for t in threads]
+    answered, threads, cpus, truncated = [], [], [], False
+    for sample in samples:
+        if sample.cpu_percent is not None:
+            cpus.append(sample.cpu_percent)
+        for thread in sample.threads:
+            truncated = truncated or thread.truncated
+        if sample.status == OK:
+            answered.append(sample)
+            thread = sample.main_thread(pid)
+            if thread is not None:
+                threads.append(thread)
     last = samples[-1] if samples else None
     if threads:
         thread = threads[-1]
@@ -143,7 +152,6 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         readable = [s for s in samples if s.threads]
         thread = readable[-1].main_thread(pid) if readable else None
     stack = thread.frames if thread is not None else ()
-    cpus = [s.cpu_percent for s in samples if s.cpu_percent is not None]
     wait = _wait(stack, table, memo, source)
     gpu = record.identity.gpu
     if gpu is None and stack and gpu_in_stack(stack):
@@ -156,12 +164,12 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         helper = helper_wait(answered[-1], thread, table, memo)
     return RankView(
         identity=record.identity, status=status, stack=stack, helper=helper,
-        wait=wait, progress=progress_of(stacks),
+        wait=wait, progress=progress_of([t.frames for t in threads]),
         state=last.state if last else "", cpu_percent=round(sum(cpus) / len(cpus), 1) if cpus else None,
         error=last.error if last else "", answered=len(answered), samples=len(samples),
         active=_all([t.active for t in threads]), gil=_all([t.owns_gil for t in threads]),
         peer=peer_of(thread, wait) if thread is not None and wait is not None else None, gpu=gpu,
-        truncated=any(t.truncated for s in samples for t in s.threads),
+        truncated=truncated,
     )
 
 
