@@ -7,6 +7,8 @@ pay for `experiment`'s imports."""
 COMMANDS = {
     "attach": ("hangdoctor.commands.attach",
                "Attach to a running job, dump every rank's stack with py-spy, and say who is stuck where."),
+    "watch": ("hangdoctor.commands.watch",
+              "Watch a running job; when it stalls, take the verdict at once, keep it, and tell someone."),
     "analyze": ("hangdoctor.commands.analyze",
                 "Analyse dumps offline: a folder written by `attach`, collector node files, or py-spy JSON/text dumps."),
     "plan": ("hangdoctor.commands.plan",

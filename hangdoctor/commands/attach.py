@@ -23,8 +23,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order, show,
-                                        topology_flags, wait_table, write_text)
+from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order,
+                                        positive_float, show, topology_flags, wait_table, write_text)
 from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                                INTERRUPTED_TEXT, CommandError)
 from hangdoctor.sources import CollectOptions, Gathered
@@ -50,16 +50,6 @@ def pid_list(text: str) -> list[int]:
     if not pids or any(p < 1 for p in pids):
         raise argparse.ArgumentTypeError(f"{text!r}: PIDs are positive integers")
     return pids
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

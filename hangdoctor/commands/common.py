@@ -27,6 +27,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """A positive, finite number of seconds (NaN and inf would make every bound meaningless)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number")
+    return value
+
+
 def add_topology_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("topology (default: from the ranks' argv and WORLD_SIZE)")
     group.add_argument("--tp", type=positive_int, help="tensor-parallel size")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hangdoctor.commands.attach import positive_float
+from hangdoctor.commands.common import positive_float
 from hangdoctor.commands.common import positive_int
 from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                                CommandError)

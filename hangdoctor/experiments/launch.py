@@ -13,20 +13,9 @@ from pathlib import Path
 from typing import Protocol
 
 from hangdoctor.experiments.matrix import RunSpec
+from hangdoctor.watch.jobstate import JobState
 
-PENDING, RUNNING, DONE = "pending", "running", "done"
 LOG_NAME = "train.log"
-
-
-@dataclass(frozen=True)
-class JobState:
-    phase: str  # PENDING (queued), RUNNING, DONE
-    detail: str = ""  # e.g. "RUNNING", "FAILED (exit 1)", "exit -9"
-    exit_code: int | None = None  # once DONE: 0 for success; None when unknown (cancelled, vanished)
-
-    @property
-    def succeeded(self) -> bool:
-        return self.phase == DONE and self.exit_code == 0
 
 
 @dataclass

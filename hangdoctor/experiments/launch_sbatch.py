@@ -7,28 +7,17 @@ The job runs in RUN/ with this process's environment (sbatch's default --export=
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
-from hangdoctor.experiments.launch import DONE, LOG_NAME, PENDING, RUNNING, JobState, Launched, LaunchError, free_port
+from hangdoctor.experiments.launch import LOG_NAME, JobState, Launched, LaunchError, free_port
 from hangdoctor.experiments.matrix import RunSpec
+from hangdoctor.watch.jobstate import SlurmJobState
 from slurm.errors import JobNotFound, SlurmCommandFailed, SlurmCommandMissing, SlurmError
 from slurm.jobs import show_job
 from slurm.nodelist import compress_nodelist
 from slurm.process import run_command
 from slurm.sbatch import TERMINAL_STATES, TrainerJob, render_sbatch, submit, wait_until_done
-
-QUEUED_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"}
-UNSEEN_LIMIT = 30.0  # seconds of scontrol failures in a row before the job is given up as unreachable
-
-
-def exit_code_of(text: str) -> int | None:
-    """SLURM's ExitCode "status:signal": 1:0 -> 1, 0:9 -> -9 (killed by SIGKILL), anything else -> None."""
-    status, sep, sig = text.partition(":")
-    if not sep or not status.isdigit() or not sig.isdigit():
-        return None
-    return -int(sig) if int(sig) else int(status)
 
 
 class SbatchLauncher:
@@ -44,7 +33,7 @@ class SbatchLauncher:
         self.time_limit = time_limit
         self.master_port = master_port
         self.env = env  # None: this process's environment (SLURM_CONF and all)
-        self._unseen_since: dict[str, float] = {}
+        self._states: dict[str, SlurmJobState] = {}  # job id -> its state reader (remembers scontrol failures)
 
     def job_for(self, spec: RunSpec, run_dir: Path) -> TrainerJob:
         world = spec.config.gpus
@@ -86,25 +75,9 @@ class SbatchLauncher:
                         attach_args=["--jobid", job_id])
 
     def state(self, run: Launched) -> JobState:
-        try:
-            job = show_job(run.job_id, env=self.env, timeout=10.0)
-        except JobNotFound:
-            return JobState(DONE, "gone from slurmctld (finished longer ago than MinJobAge?)")
-        except SlurmError as exc:  # slurmctld busy or restarting: the job may be fine; give it a while
-            since = self._unseen_since.setdefault(run.job_id, time.monotonic())
-            if time.monotonic() - since > UNSEEN_LIMIT:
-                return JobState(DONE, f"unreachable for {UNSEEN_LIMIT:.0f}s: {exc.message}")
-            return JobState(RUNNING, f"not seen: {exc.message}")
-        self._unseen_since.pop(run.job_id, None)
-        if job.state in QUEUED_STATES:
-            return JobState(PENDING, job.state + (f" ({job.reason})" if job.reason not in ("", "None") else ""))
-        if job.state in TERMINAL_STATES or job.state == "COMPLETING":
-            code = exit_code_of(job.fields.get("ExitCode", ""))
-            if job.state == "CANCELLED":
-                code = None if code == 0 else code
-            shown = f"{job.state} (exit {code})" if code not in (None, 0) else job.state
-            return JobState(DONE, shown, code)
-        return JobState(RUNNING, job.state)
+        if run.job_id not in self._states:
+            self._states[run.job_id] = SlurmJobState(run.job_id, self.env)
+        return self._states[run.job_id]()
 
     def stop(self, run: Launched) -> str:
         """scancel unless the job is over, then wait (30 s at most) until SLURM says it is."""

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from hangdoctor.experiments.launch import DONE, LOG_NAME, RUNNING, JobState, Launched, LaunchError
+from hangdoctor.experiments.launch import LOG_NAME, Launched, LaunchError
+from hangdoctor.watch.jobstate import DONE, RUNNING, JobState
 from hangdoctor.experiments.matrix import RunSpec
 from slurm.process import environ_of, start_time, wait_until_gone
 from slurm.sbatch import TrainerJob, trainer_command

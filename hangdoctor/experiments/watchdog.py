@@ -5,7 +5,8 @@ arrives within `hang_timeout` seconds of the previous one, or when no first line
 `startup_timeout` of the job starting to run (a rendezvous or start-up that never ends). Time spent queued
 (sbatch PENDING) counts against `queue_timeout` only. A run that ends by itself is completed (exit 0) or failed;
 `run_timeout` bounds a run that keeps progressing too slowly. Every wait here is bounded by these four limits.
-The watchdog only watches: the runner diagnoses a hung run with hangdoctor and only then stops it.
+The watchdog only watches: the runner diagnoses a hung run with hangdoctor and only then stops it. The log is
+followed and silence judged by the same code as `hangdoctor watch` (hangdoctor/watch/: logtail, stall).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from hangdoctor.experiments.launch import DONE, PENDING, JobState, Launched, Launcher
+from hangdoctor.experiments.launch import Launched, Launcher
+from hangdoctor.watch.jobstate import DONE, PENDING, JobState
+from hangdoctor.watch.logtail import LogTail
+from hangdoctor.watch.stall import StallClock
 from throughput.megatron_log import ParsedIteration, parse_iteration_line
 
 COMPLETED, FAILED, HUNG, TIMEOUT, NOT_STARTED = "completed", "failed", "hung", "timeout", "not started"
@@ -46,41 +49,22 @@ class WatchResult:
     silent_seconds: float  # since the last iteration line (or since the start) when the watch ended
 
 
-class LogTail:
-    """The complete lines a growing file gained since the last call (a line still being written waits)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.offset = 0
-        self.partial = b""
-
-    def new_lines(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:  # sbatch creates the output file when the job starts
-            return []
-        self.offset += len(data)
-        *lines, self.partial = (self.partial + data).split(b"\n")
-        return [line.decode("utf-8", errors="replace") for line in lines]
-
-
 def watch(launcher: Launcher, run: Launched, limits: Limits, *, on_iteration: Callable[[ParsedIteration], None]
           | None = None, clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep) -> WatchResult:
     tail = LogTail(run.log_path)
     began = clock()
     running_since: float | None = None
-    last_seen: float | None = None  # when the last new iteration line came
+    silence = StallClock(startup=limits.startup_timeout, stall=limits.hang_timeout)
     last_iteration: int | None = None
 
     def read_log() -> None:
-        nonlocal last_seen, last_iteration
+        nonlocal last_iteration
         for line in tail.new_lines():
             parsed = parse_iteration_line(line)
             if parsed is not None and (last_iteration is None or parsed.iteration > last_iteration):
-                last_iteration, last_seen = parsed.iteration, clock()
+                last_iteration = parsed.iteration
+                silence.progress(clock())
                 if on_iteration is not None:
                     on_iteration(parsed)
 
@@ -89,7 +73,7 @@ def watch(launcher: Launcher, run: Launched, limits: Limits, *, on_iteration: Ca
         start = running_since if running_since is not None else now
         return WatchResult(outcome, reason, state, last_iteration, queued_seconds=start - began,
                            running_seconds=now - start,
-                           silent_seconds=now - (last_seen if last_seen is not None else start))
+                           silent_seconds=now - (silence.last if silence.last is not None else start))
 
     while True:
         state = launcher.state(run)
@@ -105,10 +89,10 @@ def watch(launcher: Launcher, run: Launched, limits: Limits, *, on_iteration: Ca
                 return result(NOT_STARTED, f"still {state.detail or 'queued'} after {limits.queue_timeout:g}s", state)
         else:
             if running_since is None:
-                running_since = now
-            if last_seen is None and now - running_since > limits.startup_timeout:
-                return result(HUNG, f"no iteration line within {limits.startup_timeout:g}s of the start", state)
-            if last_seen is not None and now - last_seen > limits.hang_timeout:
+                running_since = silence.started = now
+            if silence.check(now):
+                if silence.last is None:
+                    return result(HUNG, f"no iteration line within {limits.startup_timeout:g}s of the start", state)
                 return result(HUNG, f"no new iteration line for {limits.hang_timeout:g}s after iteration "
                                     f"{last_iteration}", state)
             if now - running_since > limits.run_timeout:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from hangdoctor.experiments.launch import DONE, LOG_NAME, RUNNING, JobState, Launched
+from hangdoctor.experiments.launch import LOG_NAME, Launched
+from hangdoctor.watch.jobstate import DONE, RUNNING, JobState
 from hangdoctor.experiments.matrix import RunSpec
 from tests.support import PYTHON, child_env, kill_tree
 

@@ -49,7 +49,7 @@ def assert_one_error(err: str, expected: str) -> None:
     (["--config", "a=--gpus 2", "--warmup", "-1"], "--warmup -1 must be 0 or more"),
     (["--config", "a=", "--logs", "x.log"], "--logs tabulates existing logs"),
     (["--config", "a=", "--plot", "speed"], "choose among tokens, tflops"),
-    (["--config", "a=", "--hang-timeout", "0"], "'0' must be positive"),
+    (["--config", "a=", "--hang-timeout", "0"], "'0' must be a positive, finite number"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, expected, tmp_path):
     code, out, err = cli(*argv, "--out", str(tmp_path / "x"), "--dry-run")

@@ -4,7 +4,8 @@ start-up, too slow; and the log tail that only ever hands out complete lines."""
 import pytest
 
 from hangdoctor.experiments.matrix import build_matrix
-from hangdoctor.experiments.watchdog import COMPLETED, FAILED, HUNG, TIMEOUT, Limits, LogTail, watch
+from hangdoctor.experiments.watchdog import COMPLETED, FAILED, HUNG, TIMEOUT, Limits, watch
+from hangdoctor.watch.logtail import LogTail
 from tests.experiments.proclauncher import ProcessLauncher
 
 

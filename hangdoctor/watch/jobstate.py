@@ -1,0 +1,86 @@
+"""Is the job still running, and how did it end. Every question is bounded (scontrol: 10 s).
+
+SLURM: `scontrol show job` (queued, running, or its final state and exit code; slurmctld forgets a job
+MinJobAge after it ends, which is said as such). A busy slurmctld is not an ended job: it is given
+`UNSEEN_LIMIT` seconds. Local processes (--local, --pid): the job runs while one of them does (state Z counts as
+gone); from outside, their exit status cannot be known, and the state says so.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from hangdoctor.collector import procs
+from slurm.errors import JobNotFound, SlurmError
+from slurm.jobs import show_job
+from slurm.sbatch import TERMINAL_STATES
+
+PENDING, RUNNING, DONE = "pending", "running", "done"
+QUEUED_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"}
+UNSEEN_LIMIT = 30.0  # seconds of scontrol failures in a row before the job is given up as unreachable
+
+
+@dataclass(frozen=True)
+class JobState:
+    phase: str  # PENDING (queued), RUNNING, DONE
+    detail: str = ""  # e.g. "RUNNING", "FAILED (exit 1)", "CANCELLED", "exit -9"
+    exit_code: int | None = None  # once DONE: 0 for success; None when unknown (cancelled, vanished)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.phase == DONE and self.exit_code == 0
+
+
+def exit_code_of(text: str) -> int | None:
+    """SLURM's ExitCode "status:signal": 1:0 -> 1, 0:9 -> -9 (killed by SIGKILL), anything else -> None."""
+    status, sep, sig = text.partition(":")
+    if not sep or not status.isdigit() or not sig.isdigit():
+        return None
+    return -int(sig) if int(sig) else int(status)
+
+
+class SlurmJobState:
+    """The state of one SLURM job, asked of slurmctld."""
+
+    def __init__(self, job_id: str, env: dict[str, str] | None = None):
+        self.job_id = job_id
+        self.env = env
+        self._unseen_since: float | None = None
+
+    def __call__(self) -> JobState:
+        try:
+            job = show_job(self.job_id, env=self.env, timeout=10.0)
+        except JobNotFound:
+            return JobState(DONE, "gone from slurmctld (finished longer ago than MinJobAge?)")
+        except SlurmError as exc:  # slurmctld busy or restarting: the job may be fine; give it a while
+            if self._unseen_since is None:
+                self._unseen_since = time.monotonic()
+            if time.monotonic() - self._unseen_since > UNSEEN_LIMIT:
+                return JobState(DONE, f"unreachable for {UNSEEN_LIMIT:.0f}s: {exc.message}")
+            return JobState(RUNNING, f"not seen: {exc.message}")
+        self._unseen_since = None
+        if job.state in QUEUED_STATES:
+            return JobState(PENDING, job.state + (f" ({job.reason})" if job.reason not in ("", "None") else ""))
+        if job.state in TERMINAL_STATES or job.state == "COMPLETING":
+            code = exit_code_of(job.fields.get("ExitCode", ""))
+            if job.state == "CANCELLED":
+                code = None if code == 0 else code
+            shown = f"{job.state} (exit {code})" if code not in (None, 0) else job.state
+            return JobState(DONE, shown, code)
+        return JobState(RUNNING, job.state)
+
+
+class ProcessesState:
+    """A job known by its processes on this machine: running while any of them is."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = list(pids)
+
+    def __call__(self) -> JobState:
+        alive = [pid for pid in self.pids if (stat := procs.read_stat(pid)) is not None
+                 and stat["state"] not in ("Z", "X", "x")]
+        if alive:
+            return JobState(RUNNING, f"{len(alive)} of {len(self.pids)} processes running")
+        return JobState(DONE, f"its {len(self.pids)} process{'es' if len(self.pids) > 1 else ''} ended "
+                              f"(their exit status cannot be seen from outside)")

@@ -1,0 +1,62 @@
+"""The complete lines a growing log gained since the last call, as `tail -F` follows it.
+
+A line still being written waits for its newline. A log that shrinks (truncated, `> train.log`) or is replaced
+(rotated: another inode at the same path) is read again from its start, and `events` says so once. Only a regular
+file is read (a FIFO at the path would block forever), at most `CHUNK` bytes per call, so a huge backlog is
+taken in steps and every call is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+CHUNK = 8 << 20
+
+
+class LogTail:
+    def __init__(self, path: Path, *, from_end: bool = False):
+        self.path = path
+        self.offset = 0
+        self.inode: tuple[int, int] | None = None
+        self.partial = b""
+        self.events: list[str] = []  # what happened to the file: "truncated", "rotated", "not a regular file"
+        if from_end:  # a watch that starts beside a running job: its past lines are not news
+            try:
+                info = os.stat(path)
+                if stat.S_ISREG(info.st_mode):
+                    self.offset, self.inode = info.st_size, (info.st_dev, info.st_ino)
+            except OSError:
+                pass
+
+    def new_lines(self) -> list[str]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:  # not there (yet: sbatch creates it when the job starts; or gone for a moment)
+            return []
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                if "not a regular file" not in self.events:
+                    self.events.append("not a regular file")
+                return []
+            inode = (info.st_dev, info.st_ino)
+            if self.inode is not None and inode != self.inode:
+                self.events.append("rotated")
+                self.offset, self.partial = 0, b""
+            elif info.st_size < self.offset:
+                self.events.append("truncated")
+                self.offset, self.partial = 0, b""
+            self.inode = inode
+            os.lseek(fd, self.offset, os.SEEK_SET)
+            data = os.read(fd, CHUNK)
+        finally:
+            os.close(fd)
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        return [line.decode("utf-8", errors="replace") for line in lines]
+
+    def take_events(self) -> list[str]:
+        events, self.events = self.events, []
+        return events

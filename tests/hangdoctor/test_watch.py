@@ -1,0 +1,169 @@
+"""`hangdoctor watch` on this machine (--pid): real processes (fixtures/watch_job.py printing Megatron-format
+iteration lines), the real `attach` on a stall, real files. The SLURM side is in test_watch_slurm.py.
+
+Stall detection and log following are pure and tested with given times; the live runs use bounds of seconds
+and assert what was recorded, never how long anything took."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hangdoctor.watch.logtail import LogTail
+from hangdoctor.watch.progress import LogProgress, compile_iteration_regex, iteration_of
+from hangdoctor.watch.stall import StallClock
+from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
+
+JOB = Path(__file__).parent / "fixtures" / "watch_job.py"
+LINE = " iteration        7/      20 | consumed samples: 56 | elapsed time per iteration (ms): 200.0 | lm loss: 7.1E-01 |"
+
+
+def test_stall_bound_is_startup_then_fixed_or_derived_from_the_run():
+    fixed = StallClock(startup=100.0, stall=30.0)
+    assert fixed.bound() == 100.0 and not fixed.check(100.0) and fixed.check(100.5)
+    assert not fixed.check(200.0), "a stall is declared once"
+    assert fixed.progress(210.0) == 210.0, "cleared: it lasted from the start to the first sign"
+    assert fixed.bound() == 30.0 and not fixed.check(240.0) and fixed.check(240.5)
+
+    derived = StallClock(startup=900.0, factor=10.0, floor=60.0)
+    for t in (0.0, 10.0, 20.0, 30.0):  # signs every 10 s: 3 intervals of 10 s
+        derived.progress(t)
+    assert derived.bound() == 100.0  # 10 x the median interval, above the floor
+    assert not derived.check(130.0) and derived.check(130.1)
+    assert derived.progress(170.0) == 140.0  # the stall cleared after 140 s of silence
+    assert derived.intervals == [10.0, 10.0, 10.0], "a stall's silence is not an iteration time"
+    slow = StallClock(startup=900.0, factor=10.0, floor=60.0)
+    for t in (0.0, 1.0, 2.0, 3.0):
+        slow.progress(t)
+    assert slow.bound() == 60.0, "never under the floor"
+
+
+def test_log_tail_follows_truncation_and_rotation_and_never_reads_a_fifo(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("a\nb\npart")
+    tail = LogTail(log)
+    assert tail.new_lines() == ["a", "b"] and tail.take_events() == []
+    log.write_text("c\n")  # truncated (shorter than what was read), then written again
+    assert tail.new_lines() == ["c"] and tail.take_events() == ["truncated"]
+    log.rename(tmp_path / "train.log.1")
+    log.write_text("d\ne\n")  # rotated: a new file at the same path
+    assert tail.new_lines() == ["d", "e"] and tail.take_events() == ["rotated"]
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    fifo_tail = LogTail(fifo)
+    assert fifo_tail.new_lines() == [] and fifo_tail.take_events() == ["not a regular file"]
+
+
+def test_progress_is_a_higher_iteration_megatron_or_regex(tmp_path):
+    assert iteration_of(LINE, None) == 7
+    assert iteration_of("step 12 loss 3.1", compile_iteration_regex(r"step (\d+)")) == 12
+    assert iteration_of("epoch 3", compile_iteration_regex(r"step (\d+)")) is None
+    with pytest.raises(ValueError, match="iteration-regex"):
+        compile_iteration_regex("step (")
+    log = tmp_path / "log"
+    log.write_text(LINE + "\n")
+    progress = LogProgress(log, from_end=False)
+    assert [s.iteration for s in progress.poll(1.0)] == [7]
+    with open(log, "a") as handle:
+        handle.write(LINE + "\n" + LINE.replace("7/", "8/") + "\n")
+    assert [s.iteration for s in progress.poll(2.0)] == [8], "a repeated line is not progress"
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout:.0f}s"
+        time.sleep(0.1)
+
+
+def start_job(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    log = tmp_path / "train.log"
+    handle = open(log, "ab")  # appended, as `>> train.log`: a truncation by the test is followed by the job
+    proc = subprocess.Popen([PYTHON, "-u", str(JOB), *args], stdout=handle, stderr=subprocess.STDOUT,
+                            env=child_env(), start_new_session=True)
+    handle.close()
+    return proc, log
+
+
+def watch(tmp_path: Path, *args: str, timeout: float = 120):
+    on_hang = tmp_path / "on_hang.py"
+    on_hang.write_text("import json, sys\nopen(sys.argv[1] + '.called', 'w').write(json.dumps(sys.argv[2:]))\n")
+    return run_bounded([PYTHON, "-m", "hangdoctor", "watch", *args, "--out", str(tmp_path / "watch"),
+                        "--poll", "0.3", "--samples", "2", "--interval", "0.5", "--timeout", "20",
+                        "--on-hang", f"{sys.executable} {on_hang} {tmp_path / 'hook'}"],
+                       timeout=timeout, env=child_env(), cwd=REPO)
+
+
+def events(tmp_path: Path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "watch" / "watch.jsonl").read_text().splitlines()]
+
+
+def test_a_straggler_is_reported_once_then_resumed_and_the_watch_ends_with_the_job(tmp_path):
+    proc, log = start_job(tmp_path, "--iters", "25", "--step", "0.2", "--stall-at", "6", "--stall-for", "8")
+    try:
+        result = watch(tmp_path, "--pid", str(proc.pid), "--stall", "3")
+    finally:
+        kill_tree(proc.pid)
+    assert result.returncode == 1, result.output[-3000:]  # a stall was reported
+    kinds = [e["event"] for e in events(tmp_path)]
+    assert kinds == ["stall", "on-hang", "resumed", "ended"], kinds
+    stall, _, resumed, ended = events(tmp_path)
+    assert stall["iteration"] == 5 and stall["silent_seconds"] >= 3
+    report = Path(stall["report"])
+    assert report.parent == tmp_path / "watch" and report.name.startswith("hang-")
+    verdict = json.loads((report / "report.json").read_text())
+    assert verdict["ranks"][0]["pid"] == proc.pid and (report / "nodes").is_dir()
+    assert json.loads((tmp_path / "hook.called").read_text()) == [str(report)], "--on-hang got the report folder"
+    assert resumed["iteration"] == 6 and resumed["seconds"] > 3
+    assert "ended" in ended["text"]
+    assert f"verdict in {report}/" in result.stdout and "resumed after" in result.stdout
+    assert len([p for p in (tmp_path / "watch").iterdir() if p.name.startswith("hang-")]) == 1, "no second report"
+
+
+def test_a_truncated_log_is_followed_and_said(tmp_path):
+    proc, log = start_job(tmp_path, "--iters", "30", "--step", "0.2")
+    try:
+        watcher = subprocess.Popen([PYTHON, "-m", "hangdoctor", "watch", "--pid", str(proc.pid), "--log", str(log),
+                                    "--stall", "30", "--poll", "0.2", "--out", str(tmp_path / "watch")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(),
+                                   cwd=REPO)
+        wait_until(lambda: log.stat().st_size > 600, 30, "the job's fifth line")
+        log.write_bytes(b"")  # truncated under the running job (logrotate's copytruncate)
+        out, _ = watcher.communicate(timeout=60)
+    finally:
+        kill_tree(proc.pid)
+    assert watcher.returncode == 0, out[-2000:]  # the job ended, no stall
+    assert f"Warning: log {log} was truncated; following it from its start" in out
+    assert [e["event"] for e in events(tmp_path)][-1] == "ended"
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--pid", "999999999"], 3, "no process 999999999"),
+    (["--pid", "{pid}", "--log", "{tmp}/missing.log"], 3, "missing.log: no such file"),
+    (["--pid", "{pid}"], 3, "nothing shows this job's progress"),
+    (["--pid", "{pid}", "--log", "{tmp}", "--stall", "5"], 2, "not a regular file"),
+    (["--pid", "{pid}", "--heartbeat", "{tmp}/none"], 3, "heartbeat"),
+    (["--pid", "{pid}", "--iteration-regex", "step ("], 2, "--iteration-regex"),
+    (["--pid", "{pid}", "--on-hang", ""], 2, "--on-hang is empty"),
+    (["--pid", "{pid}", "--on-hang", "notify 'unclosed"], 2, "--on-hang"),
+    (["--pid", "{pid}", "--stall", "nan"], 2, "positive, finite"),
+    (["--pid", "{pid}", "--poll", "inf"], 2, "positive, finite"),
+    (["--jobid", "12; rm -rf /"], 2, "is not a SLURM job id"),
+    (["--pid", "{pid}", "--samples", "5", "--interval", "30", "--timeout", "60"], 2, "does not fit"),
+])
+def test_bad_input_is_one_line(tmp_path, args, code, message):
+    sleeper = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(60)"], stdout=subprocess.DEVNULL)
+    try:
+        argv = [a.format(pid=sleeper.pid, tmp=tmp_path) for a in args]
+        result = run_bounded([PYTHON, "-m", "hangdoctor", "watch", *argv, "--out", str(tmp_path / "w")],
+                             timeout=60, env=child_env(), cwd=REPO)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert result.returncode == code, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.stderr, result.stderr
