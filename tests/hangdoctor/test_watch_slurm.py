@@ -1,0 +1,140 @@
+"""`hangdoctor watch --jobid` beside real jobs on the local SLURM cluster, started as soon as each job is submitted
+(the log is the job's StdOut, as scontrol gives it):
+- the reference trainer, PP=2 on 2 nodes, hung by skip-loss-broadcast at iteration 2: the stall is caught and its
+  verdict saved while the job still runs (its process-group timeout is 300 s), the job is then cancelled and the
+  watch ends saying so;
+- a straggler (fixtures/watch_job.py) that stops for 8 s and goes on: stalled, then resumed, one report, and the
+  watch ends with COMPLETED;
+- a dead rank: the job FAILS, the watch ends with its state and no report;
+- a job that does not exist: one line.
+"""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm.process import run_command
+from slurm.sbatch import TrainerJob, render_sbatch, submit
+from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
+from tests.trainer_runs import MODEL
+from throughput.megatron_log import parse_log
+from topology import ParallelDims
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+JOB = Path(__file__).parent / "fixtures" / "watch_job.py"
+
+
+@pytest.fixture
+def base():
+    folder = Path(f"/tmp/hangdoctor-watch-{os.getpid()}-{time.monotonic_ns()}")  # reachable by the job's tasks
+    folder.mkdir(parents=True)
+    yield folder
+    run_command(["rm", "-rf", str(folder)], timeout=30)
+
+
+def start(cluster, job: TrainerJob, out: Path, *watch_args: str) -> tuple[str, subprocess.Popen]:
+    env = cluster.env(child_env())
+    job_id = submit(render_sbatch(job), env=env, cwd=REPO)
+    watcher = subprocess.Popen([PYTHON, "-m", "hangdoctor", "watch", "--jobid", job_id, "--out", str(out),
+                                "--poll", "0.5", *watch_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env, cwd=REPO, start_new_session=True)
+    return job_id, watcher
+
+
+def events(out: Path) -> list[dict]:
+    path = out / "watch.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for_event(out: Path, kind: str, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [e for e in events(out) if e["event"] == kind]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, f"no {kind} event within {timeout:.0f}s: {events(out)}"
+        time.sleep(0.5)
+
+
+def finish(watcher: subprocess.Popen, timeout: float = 120) -> str:
+    try:
+        out, _ = watcher.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(watcher.pid)
+        raise
+    return out
+
+
+def job_state(cluster, job_id: str) -> str:
+    shown = run_command(["scontrol", "show", "job", "--oneliner", job_id], timeout=30, env=cluster.env(child_env()))
+    return next(f.split("=", 1)[1] for f in shown.stdout.split() if f.startswith("JobState="))
+
+
+def test_the_trainer_hang_is_caught_while_it_happens_and_the_cancel_ends_the_watch(slurm_cluster, base):
+    job = TrainerJob(dims=ParallelDims(tp=1, pp=2, dp=1), tasks_per_node=1, job_name="watch-trainer",
+                     program=(PYTHON, "-m", "trainer"), output=str(base / "trainer-%j.out"), master_port=29641,
+                     trainer_args=[*MODEL, "--train-iters", "6", "--run-dir", str(base / "run"), "--pg-timeout", "300",
+                                   "--fault", "skip-loss-broadcast:iteration=2"])
+    out = base / "watch"
+    job_id, watcher = start(slurm_cluster, job, out, "--stall", "15", "--startup", "240", "--samples", "2",
+                            "--interval", "1", "--timeout", "60", "--pp", "2")
+    try:
+        stall = wait_for_event(out, "stall", 360)
+        assert job_state(slurm_cluster, job_id) == "RUNNING", "the verdict came before the job's timeout"
+        logged = parse_log((base / f"trainer-{job_id}.out").read_text())
+        assert stall["iteration"] == logged[-1].iteration, stall  # the last iteration the job's log shows
+        verdict = json.loads((Path(stall["report"]) / "report.json").read_text())
+        waits = {p["wait"]["op"] for p in verdict["places"] if p["wait"]}
+        assert {"broadcast", "recv"} <= waits, verdict["places"]
+        run_command(["scancel", job_id], timeout=30, env=slurm_cluster.env(child_env()))
+        text = finish(watcher)
+    finally:
+        run_command(["scancel", job_id], timeout=30, env=slurm_cluster.env(child_env()))
+        kill_tree(watcher.pid)
+    assert watcher.returncode == 1, text[-3000:]
+    assert [e["event"] for e in events(out)] == ["stall", "ended"], events(out)
+    assert "job ended: CANCELLED" in text and f"verdict in {stall['report']}/" in text
+
+
+def test_a_straggler_is_stalled_then_resumed_and_the_job_completes(slurm_cluster, base):
+    job = TrainerJob(dims=ParallelDims(dp=2), tasks_per_node=1, job_name="watch-straggler",
+                     program=(PYTHON, "-u", str(JOB)), output=str(base / "straggler-%j.out"),
+                     trainer_args=["--iters", "20", "--step", "0.2", "--stall-at", "5", "--stall-for", "8"])
+    out = base / "watch"
+    job_id, watcher = start(slurm_cluster, job, out, "--stall", "3", "--samples", "1", "--timeout", "30")
+    try:
+        text = finish(watcher)
+    finally:
+        kill_tree(watcher.pid)
+    assert watcher.returncode == 1, text[-3000:]  # a stall was reported, though the job completed
+    assert [e["event"] for e in events(out)] == ["stall", "resumed", "ended"], events(out)
+    stall, resumed, ended = events(out)
+    assert stall["iteration"] == 4 and resumed["iteration"] == 5 and resumed["seconds"] >= 3
+    assert ended["succeeded"] and ended["text"] == "job ended: COMPLETED"
+    assert len([p for p in out.iterdir() if p.name.startswith("hang-")]) == 1
+
+
+def test_a_dead_rank_ends_the_watch_with_the_jobs_state(slurm_cluster, base):
+    job = TrainerJob(dims=ParallelDims(dp=2), tasks_per_node=1, job_name="watch-dead",
+                     program=(PYTHON, "-u", str(JOB)), output=str(base / "dead-%j.out"),
+                     trainer_args=["--iters", "20", "--step", "0.2", "--fail-at", "4"])
+    out = base / "watch"
+    job_id, watcher = start(slurm_cluster, job, out, "--stall", "30")
+    try:
+        text = finish(watcher)
+    finally:
+        kill_tree(watcher.pid)
+    assert watcher.returncode == 1, text[-3000:]
+    assert [e["event"] for e in events(out)] == ["ended"]
+    assert events(out)[0]["text"] == "job ended: FAILED (exit 1)" and not events(out)[0]["succeeded"]
+
+
+def test_a_job_that_does_not_exist_is_one_line(slurm_cluster, tmp_path):
+    result = run_bounded([PYTHON, "-m", "hangdoctor", "watch", "--jobid", "987654", "--out", str(tmp_path / "w")],
+                         timeout=60, env=slurm_cluster.env(child_env()), cwd=REPO)
+    assert result.returncode == 3, result.output
+    assert result.stderr.splitlines()[0] == "Error: job 987654 not found" and "Traceback" not in result.stderr
