@@ -108,6 +108,7 @@ def attach_until_settled(out: Path, timeout: float = 90) -> None:
     """Just after iteration 2 the last stage may still be on its way to its recv: sample until two places hold."""
     deadline = time.monotonic() + timeout
     while True:
+        shutil.rmtree(out, ignore_errors=True)  # attach never writes over a report: each attempt starts afresh
         result = subprocess.run([PYTHON, "-m", "hangdoctor", "attach", "--local", "--match", "DEMO_RUN=hang",
                                  "--samples", "2", "--interval", "1", "--json", "--out", str(out)],
                                 env=env(), capture_output=True, text=True, timeout=120)

@@ -58,6 +58,7 @@ def _box_label(dims: ParallelDims, values: dict[str, set[int]]) -> str:
 
 
 MAX_PHRASES = 4  # past this many boxes a coordinate description is no longer easier to read than the ranks
+MAX_DESCRIBED = 1 << 18  # larger sets are folded: growing boxes costs O(axis size) per box (seconds at millions)
 
 
 def describe_ranks(ranks: Iterable[int], dims: ParallelDims | None) -> str:
@@ -65,14 +66,18 @@ def describe_ranks(ranks: Iterable[int], dims: ParallelDims | None) -> str:
 
     The set is split greedily into boxes (products of per-axis value sets), each grown from the smallest rank
     left, so a set that is one box reads as one phrase. A set that needs more than MAX_PHRASES boxes, a set
-    outside the topology, or no topology at all gives the folded ranks instead. Cost: O(MAX_PHRASES x ranks).
+    outside the topology, no topology at all, or more than MAX_DESCRIBED ranks gives the folded ranks instead.
+    Cost: O(MAX_PHRASES x ranks).
     """
     chosen = set(ranks)
     if dims is None or not chosen or max(chosen) >= dims.world_size or min(chosen) < 0:
         return f"ranks {fold_ranks(chosen)}" if chosen else "no ranks"
     if len(chosen) == dims.world_size:
         return "all ranks"
-    remaining = {r: _point(dims, r) for r in chosen}  # rank -> (pp, dp, tp), computed once
+    if len(chosen) > MAX_DESCRIBED:
+        return f"ranks {fold_ranks(chosen)}"
+    (sp, np_), (sd, nd), (st, nt) = ((dims.stride(a), dims.size(a)) for a in ("pp", "dp", "tp"))
+    remaining = {r: (r // sp % np_, r // sd % nd, r // st % nt) for r in chosen}  # rank -> (pp, dp, tp), once
     present = set(remaining.values())
     phrases = []
     while remaining and len(phrases) < MAX_PHRASES:
@@ -82,11 +87,6 @@ def describe_ranks(ranks: Iterable[int], dims: ParallelDims | None) -> str:
         present -= covered
         remaining = {r: point for r, point in remaining.items() if point not in covered}
     return f"ranks {fold_ranks(chosen)}" if remaining else "; ".join(phrases)
-
-
-def _point(dims: ParallelDims, rank: int) -> tuple[int, int, int]:
-    c = dims.coords(rank)
-    return (c.pp, c.dp, c.tp)
 
 
 def _largest_box(dims: ParallelDims, present: set[tuple[int, int, int]], seed: tuple[int, int, int]) -> dict[str, set[int]]:

@@ -168,6 +168,10 @@ def default_out(args: argparse.Namespace) -> Path:
 def make_out(out: Path) -> list[Path]:
     """Create the output folder before collecting (a folder we cannot write must not cost the collection);
     returns the folders it created, innermost first."""
+    earlier = [p.name for p in (out / "report.json", out / "nodes") if p.exists() and (p.is_file() or any(p.iterdir()))]
+    if earlier:  # never over an earlier collection: it may be the only one taken before the job died
+        raise CommandError(f"--out {out} already holds a report ({', '.join(earlier)})",
+                           "pass a new folder (by default attach makes one per run)", EXIT_USAGE)
     created, path = [], out / "nodes"
     while not path.exists() and path != path.parent:
         created.append(path)

@@ -27,6 +27,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+MAX_RANKS = 1 << 22  # 4,194,304: 32 times the largest jobs of today; the work of every verb stays bounded
+
+
+def rank_count(text: str) -> int:
+    """A number of ranks or GPUs (or a parallel size): positive and at most MAX_RANKS."""
+    value = positive_int(text)
+    if value > MAX_RANKS:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_RANKS:,} ranks")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A positive, finite number of seconds (NaN and inf would make every bound meaningless)."""
     try:
@@ -40,12 +51,12 @@ def positive_float(text: str) -> float:
 
 def add_topology_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("topology (default: from the ranks' argv and WORLD_SIZE)")
-    group.add_argument("--tp", type=positive_int, help="tensor-parallel size")
-    group.add_argument("--pp", type=positive_int, help="pipeline-parallel size")
-    group.add_argument("--dp", type=positive_int, help="data-parallel size (default: world / (tp x pp))")
+    group.add_argument("--tp", type=rank_count, help="tensor-parallel size")
+    group.add_argument("--pp", type=rank_count, help="pipeline-parallel size")
+    group.add_argument("--dp", type=rank_count, help="data-parallel size (default: world / (tp x pp))")
     group.add_argument("--order", default=DEFAULT_ORDER,
                        help=f"rank order, fastest-varying axis first (default {DEFAULT_ORDER}, Megatron's)")
-    group.add_argument("--world-size", type=positive_int, help="number of ranks expected (default: WORLD_SIZE)")
+    group.add_argument("--world-size", type=rank_count, help="number of ranks expected (default: WORLD_SIZE)")
 
 
 def check_order(args: argparse.Namespace) -> None:

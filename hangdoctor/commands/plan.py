@@ -15,7 +15,7 @@ import json
 
 from rich.console import Console
 
-from hangdoctor.commands.common import positive_int
+from hangdoctor.commands.common import positive_float, positive_int, rank_count
 from hangdoctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT, CommandError
 from throughput.model_size import ModelShape
 from throughput.planner import PlanRequest, plan_topologies
@@ -41,9 +41,10 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     hw = parser.add_argument_group("hardware")
-    hw.add_argument("--gpus", type=positive_int, required=True, help="GPUs in the job")
-    hw.add_argument("--gpus-per-node", type=positive_int, required=True, help="GPUs per node (TP stays within one)")
-    hw.add_argument("--gpu-memory", type=float, metavar="GB", help="memory per GPU in GB (e.g. 80): adds a fits column")
+    hw.add_argument("--gpus", type=rank_count, required=True, help="GPUs in the job")
+    hw.add_argument("--gpus-per-node", type=rank_count, required=True, help="GPUs per node (TP stays within one)")
+    hw.add_argument("--gpu-memory", type=positive_float, metavar="GB",
+                    help="memory per GPU in GB (e.g. 80): adds a fits column")
     hw.add_argument("--sms", type=positive_int, default=108, help="SMs per GPU for the wave-quantization hint (A100: 108)")
     model = parser.add_argument_group("model")
     model.add_argument("--layers", type=positive_int, required=True)

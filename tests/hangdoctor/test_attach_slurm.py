@@ -6,9 +6,9 @@ Two jobs run side by side on the 4 virtual nodes, submitted with the slurm packa
 """
 
 import json
+import shutil
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -75,6 +75,7 @@ def settled(cluster, job_id, tmp_path, expect_places: int) -> dict:
     """Attach until every rank that answers sits where the hang leaves it (start-up takes a while here)."""
     deadline = time.monotonic() + 90
     while True:
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)  # attach never writes over a report: start afresh
         result = attach(cluster, "--jobid", job_id, "--samples", "2", "--interval", "0.5", "--json",
                         "--out", str(tmp_path / "out"))
         assert result.returncode in (0, 1), result.output[-3000:]

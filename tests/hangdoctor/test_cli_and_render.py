@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import re
 import shutil
 import sys
@@ -202,6 +203,30 @@ def test_missing_py_spy_and_missing_processes(tmp_path):
     assert code == EXIT_ENVIRONMENT and "py-spy not found" in err and "pip install py-spy" in err
     code, _, err = run("attach", "--pid", "4000000", "--out", str(tmp_path / "out"))
     assert code == EXIT_NOT_FOUND and "no such process: 4000000" in err
+
+
+def test_an_earlier_report_is_never_written_over(tmp_path):
+    out = tmp_path / "out"
+    (out / "nodes").mkdir(parents=True)
+    (out / "nodes" / "n1.json").write_text("{}")  # the only collection taken before the job died, say
+    (out / "report.json").write_text('{"headline": "earlier"}')
+    code, _, err = run("attach", "--pid", str(os.getpid()), "--out", str(out))
+    assert code == EXIT_USAGE and err.splitlines()[0] == f"Error: --out {out} already holds a report (report.json, nodes)"
+    assert (out / "report.json").read_text() == '{"headline": "earlier"}' and (out / "nodes" / "n1.json").exists()
+
+
+@pytest.mark.parametrize("argv", [["analyze", "x.json", "--world-size", "100000000000"],
+                                  ["plan", "--gpus", "99999999999999999999999", "--gpus-per-node", "8", "--layers", "2",
+                                   "--hidden", "64", "--heads", "4", "--vocab", "128", "--seq-length", "16",
+                                   "--global-batch-size", "8"],
+                                  ["plan", "--gpus", "8", "--gpus-per-node", "8", "--layers", "2", "--hidden", "64",
+                                   "--heads", "4", "--vocab", "128", "--seq-length", "16", "--global-batch-size", "8",
+                                   "--gpu-memory", "nan"],
+                                  ["attach", "--local", "--timeout", "nan"]])
+def test_numbers_that_would_make_work_or_bounds_meaningless_are_refused(argv, capsys):
+    code, _, err = run(*argv)
+    err += capsys.readouterr().err  # argparse's own errors go to sys.stderr
+    assert code == EXIT_USAGE and len(err.splitlines()) == 2 and err.startswith("Error: argument"), err
 
 
 def test_job_that_does_not_exist_without_slurm_is_an_environment_error(tmp_path, monkeypatch):

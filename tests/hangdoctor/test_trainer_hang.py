@@ -3,6 +3,7 @@ ranks, coordinates and DeepSpeed frames; the seed's own method (a serial py-spy 
 concatenated text) analysed offline tells the same story."""
 
 import json
+import shutil
 import subprocess
 import time
 
@@ -45,6 +46,7 @@ def attach_until_settled(run_id: str, out) -> dict:
     """Right after iteration 2 the last stage may not have reached its recv yet: attach until both stages wait."""
     deadline = time.monotonic() + 90
     while True:
+        shutil.rmtree(out, ignore_errors=True)  # attach never writes over a report: each attempt starts afresh
         result = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--local", "--run-id", run_id, "--samples", "2",
                               "--interval", "0.5", "--json", "--out", str(out)], timeout=120, env=child_env())
         assert result.returncode == 0, result.output[-3000:]
