@@ -12,7 +12,10 @@
    (`no-tied-grad-reduce` + `layernorm-alias`): `weightdiff check` finds both.
 
 Every step is a real process tree (torchrun, DeepSpeed, gloo) with a bound on its time; the output folder
-(default demo-out/) keeps every run, dump, trace and report for a second look.
+(default demo-out/) keeps every run, dump, trace and report for a second look. Each command is shown exactly as
+it runs (from the repository's root); the demo says nothing the tools did not print, and stops with an error
+when a tool fails or does not find what the step injected. The hang is asked about once, after py-spy itself (not
+hangdoctor) saw every rank's stack unchanged across two looks.
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from tests.support import kill_tree  # noqa: E402  (the same tree kill the tests use)
+import psutil
 
+REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 MODEL = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
          "--vocab-size", "128", "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "3e-3"]
@@ -47,8 +51,33 @@ def banner(text: str) -> None:
     print(f"\n\033[1;36m=== {text} ===\033[0m", flush=True)
 
 
-def say(text: str) -> None:
-    print(f"\033[2m$ {text}\033[0m", flush=True)
+def shown(argv: list[str]) -> str:
+    """The command as it runs, with paths under the repository relative to its root (where the demo runs)."""
+    def short(arg: str) -> str:
+        if arg.startswith(str(REPO) + os.sep):
+            return os.path.relpath(arg, REPO)
+        if arg.startswith("--") and "=" in arg:
+            key, _, value = arg.partition("=")
+            return f"{key}={short(value)}"
+        return arg
+    return shlex.join(short(str(a)) for a in argv)
+
+
+def say(argv: list[str]) -> None:
+    print(f"\033[2m$ {shown(argv)}\033[0m", flush=True)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL pid and every process below it (torchrun starts each worker in a session of its own)."""
+    try:
+        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in tree:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
 
 
 def torchrun(nproc: int, program: list[str]) -> list[str]:
@@ -61,9 +90,10 @@ def trainer(run_dir: Path, *args: str) -> list[str]:
 
 def train(run_dir: Path, *args: str, nproc: int = 4, timeout: float = 300) -> None:
     """Run the trainer to completion, echoing its log lines; exit the demo if it fails."""
-    say(f"torchrun --nproc-per-node {nproc} -m trainer {' '.join(args)}")
-    proc = subprocess.Popen(torchrun(nproc, trainer(run_dir, *args)), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env(), start_new_session=True)
+    argv = torchrun(nproc, trainer(run_dir, *args))
+    say(argv)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(), cwd=REPO,
+                            start_new_session=True)
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
     try:
@@ -86,10 +116,24 @@ def _short(line: str) -> str:
     return " |".join(f for f in line.rstrip().split(" |") if f.strip().startswith(keep)) + " | ..."
 
 
-def tool(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run one of our CLIs with its output on this terminal."""
-    say(" ".join(argv))
-    return subprocess.run([PYTHON, "-m", *argv], env=env(), timeout=timeout)
+def tool(*argv: str, expect: tuple[int, ...] = (0,), finds: tuple[str, ...] = (), timeout: float = 120) -> str:
+    """Run one of our CLIs, show its output, and stop the demo unless it exits as expected and prints each of
+    `finds` (what the step injected)."""
+    command = [PYTHON, "-m", *argv]
+    say(command)
+    try:
+        result = subprocess.run(command, env=env(), cwd=REPO, timeout=timeout, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"Error: {argv[0]} {argv[1]} did not finish within {timeout:.0f}s") from None
+    print(result.stdout, end="", flush=True)
+    print(result.stderr, end="", file=sys.stderr, flush=True)
+    if result.returncode not in expect:
+        raise SystemExit(f"Error: {argv[0]} {argv[1]} exited {result.returncode} (expected {' or '.join(map(str, expect))})")
+    missing = [text for text in finds if text not in result.stdout]
+    if missing:
+        raise SystemExit(f"Error: {argv[0]} {argv[1]} did not find what this step injected (no {missing[0]!r} in its "
+                         f"output)")
+    return result.stdout
 
 
 def wait_for_iteration(run_dir: Path, iteration: int, proc: subprocess.Popen, timeout: float) -> None:
@@ -104,20 +148,42 @@ def wait_for_iteration(run_dir: Path, iteration: int, proc: subprocess.Popen, ti
     raise SystemExit(f"Error: iteration {iteration} never came within {timeout:.0f}s")
 
 
-def attach_until_settled(out: Path, timeout: float = 90) -> None:
-    """Just after iteration 2 the last stage may still be on its way to its recv: sample until two places hold."""
+def rank_pids(marker: str) -> list[int]:
+    """The ranks of the demo's hung run: processes whose environment has DEMO_RUN=<marker> and a RANK."""
+    pids = []
+    for proc in psutil.process_iter():
+        try:
+            environ = proc.environ()
+        except (psutil.Error, OSError):
+            continue
+        if environ.get("DEMO_RUN") == marker and "RANK" in environ and "TORCHELASTIC_RUN_ID" in environ:
+            pids.append(proc.pid)
+    return sorted(pids)
+
+
+def main_stack(pid: int) -> str:
+    """py-spy's own text dump of the rank's main thread (not hangdoctor's reading of it)."""
+    pyspy = shutil.which("py-spy", path=str(Path(PYTHON).parent)) or "py-spy"
+    try:
+        out = subprocess.run([pyspy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30).stdout
+    except subprocess.TimeoutExpired:
+        return ""
+    return out.split('"MainThread"', 1)[-1].split("\nThread ", 1)[0]
+
+
+def wait_until_still(marker: str, ranks: int, timeout: float = 90) -> None:
+    """Evidence that the hang has settled, read with py-spy directly: every rank's main stack is the same in two
+    dumps a second apart."""
     deadline = time.monotonic() + timeout
-    while True:
-        shutil.rmtree(out, ignore_errors=True)  # attach never writes over a report: each attempt starts afresh
-        result = subprocess.run([PYTHON, "-m", "hangdoctor", "attach", "--local", "--match", "DEMO_RUN=hang",
-                                 "--samples", "2", "--interval", "1", "--json", "--out", str(out)],
-                                env=env(), capture_output=True, text=True, timeout=120)
-        places = json.loads(result.stdout)["places"] if result.stdout.startswith("{") else []
-        if len(places) == 2 and all(p.get("wait") for p in places):
-            return
-        if time.monotonic() > deadline:
-            raise SystemExit(f"Error: the hang never settled: {result.stderr.strip()[-500:]}")
-        time.sleep(1)
+    while time.monotonic() < deadline:
+        pids = rank_pids(marker)
+        if len(pids) == ranks:
+            first = [main_stack(pid) for pid in pids]
+            time.sleep(1.0)
+            if all(first) and first == [main_stack(pid) for pid in pids]:
+                return
+        time.sleep(1.0)
+    raise SystemExit(f"Error: the ranks' stacks were still changing after {timeout:.0f}s")
 
 
 def step_healthy(out: Path) -> None:
@@ -133,25 +199,29 @@ def step_hang(out: Path) -> None:
                "--start-at", "train_batch", "--out", str(traces),
                *trainer(run_dir, "--pp", "2", "--train-iters", "6", "--pg-timeout", "40",
                         "--flight-recorder", str(run_dir / "fr"), "--fault", "skip-loss-broadcast:iteration=2")]
-    say("torchrun --nproc-per-node 4 -m tracing run --include trainer,deepspeed.runtime.pipe,torch.distributed.distributed_c10d "
-        f"--start-at train_batch -m trainer --pp 2 --pg-timeout 40 --flight-recorder {run_dir / 'fr'} "
-        "--fault skip-loss-broadcast:iteration=2")
-    proc = subprocess.Popen(torchrun(4, program), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env(DEMO_RUN="hang"), start_new_session=True)
+    argv = torchrun(4, program)
+    say(argv)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(DEMO_RUN="hang"),
+                            cwd=REPO, start_new_session=True)
     try:
         wait_for_iteration(run_dir, 2, proc, timeout=180)
-        print("iteration 2 was logged; the run now hangs (its --pg-timeout is 40 s)", flush=True)
-        attach_until_settled(run_dir / "hangdoctor")
-        tool("hangdoctor", "analyze", str(run_dir / "hangdoctor"))
-        tool("tracing", "last", str(traces), "--events", "3")
+        print(f"{shown([str(run_dir / 'metrics.jsonl')])} has iteration 2; waiting until py-spy sees every rank's stack "
+              "unchanged over a second", flush=True)
+        wait_until_still("hang", 4)
+        tool("hangdoctor", "attach", "--local", "--match", "DEMO_RUN=hang", "--samples", "2", "--interval", "1",
+             "--out", str(run_dir / "hangdoctor"), finds=("HUNG:", "_aggregate_total_loss", "recv"))
+        tool("tracing", "last", str(traces), "--events", "3", finds=("_aggregate_total_loss",))
         print(f"(STAT-style picture of the merged stacks: {run_dir / 'hangdoctor' / 'report.html'})")
-        print("When the 40 s process-group timeout ends the hang, every rank writes its Flight Recorder dump "
-              "(--flight-recorder); the stacks and the collective sequence, joined:", flush=True)
+        print("Waiting for the run's 40 s process-group timeout (--pg-timeout 40; the trainer's --flight-recorder "
+              "then writes each rank's dump):", flush=True)
         try:
             proc.wait(timeout=150)
         except subprocess.TimeoutExpired:
             raise SystemExit("Error: the hung run did not end at its --pg-timeout") from None
-        tool("hangdoctor", "analyze", str(run_dir / "hangdoctor"), str(run_dir / "fr"), "--pp", "2")
+        dumps = sorted(p.name for p in (run_dir / "fr").glob("*") if p.is_file()) if (run_dir / "fr").is_dir() else []
+        print(f"the run ended (exit {proc.returncode}); {len(dumps)} files in {shown([str(run_dir / 'fr')])}", flush=True)
+        tool("hangdoctor", "analyze", str(run_dir / "hangdoctor"), str(run_dir / "fr"), "--pp", "2", expect=(0, 1),
+             finds=("never issued broadcast #2",))
     finally:
         kill_tree(proc.pid)
         proc.wait(timeout=30)
@@ -162,7 +232,8 @@ def step_gpu_hang() -> None:
     case = REPO / "tests" / "hangdoctor" / "corpus" / "bloom_200b"
     print("Two py-spy dumps a second apart of 2 of its 40 nodes, recorded from our stand-in of the seed's stacks "
           f"({case.relative_to(REPO)}/case.json says where they come from):", flush=True)
-    tool("hangdoctor", "analyze", str(case / "text" / "s1"), str(case / "text" / "s2"), "--world-size", "320")
+    tool("hangdoctor", "analyze", str(case / "text" / "s1"), str(case / "text" / "s2"), "--world-size", "320",
+         expect=(0, 1), finds=("HUNG:",))
 
 
 def step_embed_norm(out: Path) -> None:
@@ -172,16 +243,18 @@ def step_embed_norm(out: Path) -> None:
     train(resumed, "--pp", "2", "--embed-layernorm", "--train-iters", "6", "--resume", "--dump-weights",
           "before,after", "--fault", "embed-norm-not-saved")
     tool("weightdiff", str(out / "healthy" / "weights"), str(resumed / "weights"), "--a-iteration", "4",
-         "--png", str(out / "resumed" / "weightdiff.png"))
-    print("The checkpoint alone tells the same story: the last stage's tied copy was not restored at load.")
-    tool("weightdiff", str(out / "healthy" / "checkpoints"), str(resumed / "weights"))
+         "--png", str(out / "resumed" / "weightdiff.png"), expect=(1,), finds=("tied_modules.embed.norm.weight",))
+    print("The same comparison, against the checkpoint files the resume loaded:")
+    tool("weightdiff", str(out / "healthy" / "checkpoints"), str(resumed / "weights"), expect=(1,),
+         finds=("tied_modules.embed.norm.weight",))
 
 
 def step_tied(out: Path) -> None:
     banner("4. Tied embeddings not reduced, embedding norm weight-decayed (no-tied-grad-reduce + layernorm-alias)")
     train(out / "tied", "--pp", "2", "--embed-layernorm", "--train-iters", "4", "--dump-weights", "after",
           "--fault", "no-tied-grad-reduce", "--fault", "layernorm-alias", nproc=2)
-    tool("weightdiff", "check", str(out / "tied" / "weights"))
+    tool("weightdiff", "check", str(out / "tied" / "weights"), expect=(1,),
+         finds=("[tied copies] tied_modules.embed.word_embeddings.weight", "[param groups] tied_modules.embed.norm"))
 
 
 def main(argv: list[str] | None = None) -> int:
