@@ -1,7 +1,8 @@
 """The `weightdiff` command: `weightdiff a/ b/` (diff is the default verb) and `weightdiff check DIR`.
 
 `main(argv) -> int` parses, runs one verb, and turns a CommandError into `Error:`/`Hint:` lines on stderr
-and its exit code, in this one place.
+and its exit code, in this one place. A usage error (an unknown flag, a numeric option that is not finite or
+out of range, an output path that cannot be written) is a CommandError too: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -14,11 +15,19 @@ from rich.console import Console
 
 from weightdiff.commands import VERBS
 from weightdiff.commands.common import EXIT_CODES
-from weightdiff.errors import CommandError
+from weightdiff.errors import BadInput, CommandError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error raises CommandError (one `Error:` line) instead of printing the
+    usage and exiting. Subcommand parsers are of the same class."""
+
+    def error(self, message: str):
+        raise CommandError(message, exit_code=2, hint=f"{self.prog} --help")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="weightdiff", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Find weights that changed across a save/load, desynchronised tied or replicated copies, "
                     "and norms or biases in the weight-decay group, from per-rank dumps or DeepSpeed "
@@ -48,19 +57,22 @@ def main(argv: list[str] | None = None, *, out: Console | None = None, err: Cons
     err = err or Console(stderr=True, highlight=False)
     parser = build_parser()
     try:
-        args = parser.parse_args(_with_default_verb(argv))
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2), already printed
-        return int(e.code or 0)
-    if getattr(args, "run", None) is None:
-        parser.print_help()
-        return 2
-    try:
+        try:
+            args = parser.parse_args(_with_default_verb(argv))
+        except SystemExit as e:  # argparse: --help or --version, already printed
+            return int(e.code or 0)
+        if getattr(args, "run", None) is None:
+            parser.print_help()
+            return 2
         return args.run(args, out, err)
     except CommandError as e:
-        err.print(f"Error: {e}", highlight=False, soft_wrap=True)
+        err.print(f"Error: {e}", highlight=False, soft_wrap=True, markup=False)
         if e.hint:
-            err.print(f"Hint: {e.hint}", highlight=False, soft_wrap=True)
+            err.print(f"Hint: {e.hint}", highlight=False, soft_wrap=True, markup=False)
         return e.exit_code
+    except BadInput as e:  # a reader's one-line error that no verb turned into a CommandError
+        err.print(f"Error: {e}", highlight=False, soft_wrap=True, markup=False)
+        return 2
     except KeyboardInterrupt:
         err.print("Error: interrupted")
         return 130

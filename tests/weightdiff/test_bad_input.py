@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import random
+import shutil
+import struct
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
+import pytest
 import torch
 
 from tests.support import child_env, run_bounded
 from tests.weightdiff.dumpsets import make_set
 from topology import ParallelDims
 from weightdiff.cli import main
+from weightdiff.safetensors_writer import write_safetensors
 
 DIMS = ParallelDims(tp=2, pp=2, dp=2)
 
@@ -121,7 +130,7 @@ def test_bad_iteration_flag_and_bad_tolerance(tmp_path):
     code, _, err = _cli([str(a), str(b), "--b-iteration", "7"])
     assert code == 2 and _error_lines(err) == [f"Error: {b}: no before-dumps of iteration 7 (available: 806)"]
     code, _, err = _cli([str(a), str(b), "--atol", "-1"])
-    assert code == 2 and "tolerances must be >= 0" in err
+    assert code == 2 and _error_lines(err) == ["Error: argument --atol: -1 is out of range (allowed: >= 0)"]
 
 
 def test_the_console_script_path_gives_one_line_and_no_traceback(tmp_path):
@@ -155,3 +164,170 @@ def test_pairing_a_checkpoint_side_with_every_dp_rank():
         pairs, only_a, only_b = pair_keys(a, b)
         assert len(pairs) == 4 and not only_a and not only_b
         assert sorted((da.coords.pp, db.coords.pp) for da, db in pairs) == [(0, 0), (0, 0), (1, 1), (1, 1)]
+
+
+# --- The bad-input sweep: each row damages a copy of one run's dumps and runs the real CLI on it ------------------
+#
+# A/ stands for the weights/ folder of a 2-rank `--pp 2` trainer run with `--dump-weights before,after`
+# (iterations 1 and 2), made with the real dump code; X/ is a damaged copy. `weightdiff A X` compares A's
+# last after-dump (iteration 2) with X's first before-dump (iteration 1).
+
+PP2 = ParallelDims(tp=1, pp=2, dp=1)
+BEFORE_1 = "debug-1-*-before-iteration-*"
+AFTER_2 = "debug-2-*-after-iteration-*"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    damage: Callable[[Path, Path], list[str]]  # (A, a scratch folder) -> the weightdiff arguments
+    expect: str  # in the first Error line
+    errors: int = 1  # how many Error lines
+    subprocess: bool = False  # could hang: run as a child with a timeout
+    check: Callable[[Path, str], None] | None = None  # (scratch folder, stdout) -> extra assertions
+
+
+def _x(a: Path, tmp: Path, pattern: str = "", change: Callable[[Path], None] | None = None) -> Path:
+    x = tmp / "X"
+    shutil.copytree(a, x)
+    for path in sorted(x.glob(pattern)) if pattern else []:
+        change(path)
+    return x
+
+
+def _random_bytes(path: Path) -> None:
+    path.write_bytes(random.Random(path.name).randbytes(4096))
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _cut(keep: Callable[[int], int]) -> Callable[[Path], None]:
+    def cut(path: Path) -> None:
+        data = path.read_bytes()
+        path.write_bytes(data[: keep(len(data))])
+    return cut
+
+
+def _huge_header(path: Path) -> None:
+    path.write_bytes(struct.pack("<Q", 2**63 - 1) + path.read_bytes()[8:])
+
+
+def _off_sidecar(path: Path) -> None:
+    """Rewrite the tensor file so that two tensors no longer match the sidecar: a shape and a dtype."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(path))
+    tensors["mlp.weight"] = tensors["mlp.weight"][:8].clone()
+    tensors["mlp.bias"] = tensors["mlp.bias"].double()
+    write_safetensors(path, list(tensors.items()))
+
+
+def _loop(a: Path, tmp: Path) -> list[str]:
+    (tmp / "loop").mkdir()
+    os.symlink("b", tmp / "loop" / "a")
+    os.symlink("a", tmp / "loop" / "b")
+    return [str(a), str(tmp / "loop" / "a")]
+
+
+def _folder(tmp: Path) -> Path:
+    (tmp / "plots").mkdir(exist_ok=True)
+    return tmp / "plots"
+
+
+def _victim(tmp: Path) -> str:
+    (tmp / "victim.json").write_text("{}")
+    return str(tmp / "victim.json")
+
+
+def _no_png_written(tmp: Path, out: str) -> None:
+    assert out == "" and not list(tmp.rglob("*.png"))  # refused before any work
+
+
+def _nothing_called_same(tmp: Path, out: str) -> None:
+    assert "SAME" not in out and "NOT COMPARED: nothing could be read: 0 of 12 tensors in 2 rank pairs" in out
+
+
+def _incomplete_verdict(tmp: Path, out: str) -> None:
+    assert "INCOMPLETE: no differences among the 8 tensors compared; 4 tensors in 2 of 2 rank pairs" in out
+
+
+def _sidecar_kept(tmp: Path, out: str) -> None:
+    assert out == "" and (tmp / "victim.json").read_text() == "{}"
+
+
+SWEEP = [
+    Case("1 sidecars of random bytes: diff", lambda a, t: [str(a), str(_x(a, t, BEFORE_1 + ".json", _random_bytes))],
+         "not a weightdiff sidecar (not UTF-8 text"),
+    Case("1 sidecars of random bytes: check", lambda a, t: ["check", str(_x(a, t, AFTER_2 + ".json", _random_bytes))],
+         "not a weightdiff sidecar (not UTF-8 text"),
+    Case("2 symlink loop", _loop, "loop/a: cannot open (a symlink loop)"),
+    Case("3 --png in a missing folder: check", lambda a, t: ["check", str(a), "--png", f"{t}/nope/heat.png"],
+         "argument --png: cannot write", check=_no_png_written),
+    Case("3 --png in a missing folder: drift", lambda a, t: ["drift", str(a), "mlp.weight", "--png",
+                                                              f"{t}/nope/heat.png"], "nope does not exist",
+         check=_no_png_written),
+    Case("3 --png in a missing folder: diff", lambda a, t: [str(a), str(a), "--a-iteration", "1", "--b-iteration",
+                                                             "2", "--png", f"{t}/nope/heat.png"],
+         "nope does not exist", check=_no_png_written),
+    Case("3 --png onto a file that is not a PNG", lambda a, t: ["check", str(a), "--png", _victim(t)],
+         "is not a PNG image; refusing to overwrite it", check=_sidecar_kept),
+    Case("4 --atol nan", lambda a, t: [str(a), str(a), "--a-iteration", "1", "--b-iteration", "2", "--atol", "nan"],
+         "argument --atol: nan is not a finite number (allowed: >= 0)"),
+    Case("4 --rtol inf", lambda a, t: ["check", str(a), "--rtol", "inf"], "argument --rtol: inf is not a finite"),
+    Case("4 --jobs 0", lambda a, t: ["drift", str(a), "mlp.weight", "--jobs", "0"],
+         "argument --jobs/-j: 0 is out of range (allowed: from 1 to 256)"),
+    Case("4 --b-iteration -1", lambda a, t: [str(a), str(a), "--b-iteration=-1"], "-1 is out of range"),
+    Case("5 tensors unlike their sidecar: diff", lambda a, t: [str(a), str(_x(a, t, BEFORE_1 + ".safetensors",
+                                                                               _off_sidecar))],
+         "tensor mlp.weight has shape [8, 16] in the file, [16, 16] in its sidecar", errors=4,
+         check=_incomplete_verdict),
+    Case("5 tensors unlike their sidecar: check", lambda a, t: ["check", str(_x(a, t, AFTER_2 + ".safetensors",
+                                                                                 _off_sidecar))],
+         "tensor mlp.weight has shape [8, 16] in the file, [16, 16] in its sidecar", errors=4),
+    Case("7 FIFO as a tensor file: diff", lambda a, t: [str(a), str(_x(a, t, BEFORE_1 + ".safetensors", _fifo))],
+         "a FIFO, not a regular file", errors=2, subprocess=True),
+    Case("7 FIFO as a tensor file: check", lambda a, t: ["check", str(_x(a, t, AFTER_2 + ".safetensors", _fifo))],
+         "a FIFO, not a regular file", errors=2, subprocess=True),
+    Case("7 FIFO as a sidecar", lambda a, t: [str(a), str(_x(a, t, "debug-1-pp0-*-before-*.json", _fifo))],
+         "a FIFO, not a regular file", errors=2, subprocess=True),
+    Case("11 side b truncated", lambda a, t: [str(a), str(_x(a, t, BEFORE_1 + ".safetensors", _cut(lambda n: n // 2)))],
+         "truncated (", errors=2, check=_nothing_called_same),
+    Case("11 side b zero bytes", lambda a, t: [str(a), str(_x(a, t, BEFORE_1 + ".safetensors", _cut(lambda n: 0)))],
+         "truncated (0 bytes", errors=2, check=_nothing_called_same),
+    Case("11 side b header length 2^63-1", lambda a, t: [str(a), str(_x(a, t, BEFORE_1 + ".safetensors",
+                                                                          _huge_header))],
+         "header length 9,223,372,036,854,775,807 bytes", errors=2, check=_nothing_called_same),
+    Case("16 drift --png an existing folder", lambda a, t: ["drift", str(a), "mlp.weight", "--png", str(_folder(t))],
+         "plots: it is a folder; give a file in it", check=_no_png_written),
+    Case("17 check: tensor files one byte short",
+         lambda a, t: ["check", str(_x(a, t, AFTER_2 + ".safetensors", _cut(lambda n: n - 1)))],
+         "bytes, its header needs", errors=2),
+]
+
+
+@pytest.fixture(scope="module")
+def sweep_a(tmp_path_factory) -> Path:
+    a = tmp_path_factory.mktemp("sweep") / "A"
+    for iteration in (1, 2):
+        for tag in ("before", "after"):
+            make_set(a, PP2, iteration=iteration, tag=tag)
+    return a
+
+
+@pytest.mark.parametrize("case", SWEEP, ids=[c.name for c in SWEEP])
+def test_bad_input_sweep_one_line_each(case, sweep_a, tmp_path):
+    argv = case.damage(sweep_a, tmp_path)
+    if case.subprocess:
+        done = run_bounded([sys.executable, "-m", "weightdiff", *argv], timeout=60, env=child_env())
+        code, out, err = done.returncode, done.stdout, done.stderr
+    else:
+        code, out, err = _cli(argv)
+    assert code == 2, out + err
+    assert all(line.startswith(("Error: ", "Hint: ", "Warning: ")) for line in err.splitlines()), err
+    errors = _error_lines(err)
+    assert len(errors) == case.errors and case.expect in errors[0], err
+    if case.check is not None:
+        case.check(tmp_path, out)

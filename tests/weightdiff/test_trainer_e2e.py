@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 from safetensors.torch import load_file
 
-from tests.support import REPO, child_env, run_bounded
+from tests.support import child_env, run_bounded
 from weightdiff.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # fixtures may launch the shared trainer runs

@@ -8,13 +8,17 @@
 - param groups: norm weights, biases, 1-D parameters and the embedding norm must have weight_decay == 0.
 
 Copies are compared by their fingerprints' hashes first; values are read only for copies whose hashes
-differ (or when there are no fingerprints, e.g. a checkpoint), to say by how much.
+differ (or when there are no fingerprints, e.g. a checkpoint), to say by how much. Every dump's tensor file is
+still checked against its sidecar (size, each tensor's shape and dtype; header only), so a truncated or
+mismatched file is an error even where the hashes settle the checks. A copy that could not be read is counted
+as not checked, never as equal.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from topology import ParallelDims, describe_ranks
 from weightdiff.analysis.classify import no_decay_reason, tp_duplicate_reason
@@ -23,6 +27,7 @@ from weightdiff.analysis.diff import ITEMSIZE
 from weightdiff.analysis.grid import infer_dims, placement_rank
 from weightdiff.errors import BadInput
 from weightdiff.read.sources import Selection
+from weightdiff.read.tensor_file import verify_tensor_file
 from weightdiff.read.values import open_values
 from weightdiff.records import RankDump
 
@@ -42,6 +47,7 @@ class CopyDiff:
     n_differ: int | None = None
     by_fingerprint: bool = False
     error: str | None = None
+    shapes: tuple[list[int], list[int]] | None = None  # (reference, other) when the copies' shapes differ
 
 
 @dataclass
@@ -68,6 +74,7 @@ class CheckReport:
     tolerance: Tolerance
     checked: dict[str, int]
     findings: list[Finding]
+    not_checked: dict[str, int] = field(default_factory=dict)  # copies that could not be read, per check
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -88,7 +95,7 @@ def _majority(copies: list[RankDump], name: str) -> RankDump:
     return copies[hashes.index(best)]
 
 
-def _copy_tasks(dumps: list[RankDump]) -> tuple[list[CopyDiff], dict[str, int]]:
+def _copy_tasks(dumps: list[RankDump]) -> list[CopyDiff]:
     """Group the copies that must be equal, pick each group's reference, and pair every other copy with it."""
     groups: dict[tuple, list[RankDump]] = {}
     for d in sorted(dumps, key=lambda d: d.key):
@@ -100,7 +107,6 @@ def _copy_tasks(dumps: list[RankDump]) -> tuple[list[CopyDiff], dict[str, int]]:
             if tp_duplicate_reason(meta):
                 groups.setdefault((TP, name, pp, dp, meta.shape), []).append(d)
     tasks: list[CopyDiff] = []
-    counts = {TIED: 0, DP: 0, TP: 0}
     for (kind, name, *_), copies in groups.items():
         if len(copies) < 2:
             continue
@@ -108,8 +114,7 @@ def _copy_tasks(dumps: list[RankDump]) -> tuple[list[CopyDiff], dict[str, int]]:
         for other in copies:
             if other is not ref:
                 tasks.append(CopyDiff(kind, name, ref, other))
-                counts[kind] += 1
-    return tasks, counts
+    return tasks
 
 
 def _settle_by_fingerprint(task: CopyDiff) -> bool:
@@ -130,19 +135,27 @@ def _settle_by_fingerprint(task: CopyDiff) -> bool:
 def _compare_group(tasks: list[CopyDiff], tol: Tolerance) -> None:
     ref, other = tasks[0].reference, tasks[0].other
     try:
-        with open_values(ref.tensor_source) as va, open_values(other.tensor_source) as vb:
+        with open_values(ref) as va, open_values(other) as vb:
             for task in tasks:
                 meta = ref.tensors[task.name]
-                vd = compare_tensor(va, vb, task.name, meta.shape, tol, ITEMSIZE.get(meta.dtype, 4))
+                try:
+                    vd = compare_tensor(va, vb, task.name, meta.shape, tol, ITEMSIZE.get(meta.dtype, 4))
+                except BadInput as e:  # this tensor only; the group's other tensors are still compared
+                    task.error = str(e)
+                    continue
                 task.max_abs, task.fraction, task.n_differ = vd.max_abs, vd.fraction, vd.n_differ
     except BadInput as e:
         for task in tasks:
-            task.error = str(e)
+            task.error = task.error or str(e)
 
 
 def _run_copy_checks(tasks: list[CopyDiff], tol: Tolerance, jobs: int) -> None:
     groups: dict[tuple[int, int], list[CopyDiff]] = {}
     for task in tasks:
+        shape_ref, shape_other = task.reference.tensors[task.name].shape, task.other.tensors[task.name].shape
+        if shape_ref != shape_other:
+            task.shapes, task.n_differ = (list(shape_ref), list(shape_other)), -1
+            continue
         if tol.exact and _settle_by_fingerprint(task):
             continue
         if task.reference.tensor_source is None or task.other.tensor_source is None:
@@ -160,12 +173,16 @@ def _copy_findings(tasks: list[CopyDiff], dims: ParallelDims | None, replicated:
             grouped.setdefault((task.kind, task.name), []).append(task)
     findings = []
     for (kind, name), group in grouped.items():
-        worst = max(group, key=lambda t: (t.max_abs or 0.0, t.fraction or 0.0))
+        worst = max(group, key=lambda t: (t.shapes is not None, t.max_abs or 0.0, t.fraction or 0.0))
         ranks = sorted({placement_rank(t.other.coords, dims, replicated) for t in group})
         meta = worst.other.tensors[name]
         axis = {TIED: "pp", DP: "dp", TP: "tp"}[kind]
-        how = ("hashes differ (fingerprint-only dumps: values not available)" if worst.by_fingerprint else
-               f"max |diff| {worst.max_abs:.3g}, {100 * (worst.fraction or 0):.3g}% of elements differ")
+        if worst.shapes is not None:
+            how = f"shape {worst.shapes[1]}, the reference's {worst.shapes[0]}"
+        elif worst.by_fingerprint:
+            how = "hashes differ (fingerprint-only dumps: values not available)"
+        else:
+            how = f"max |diff| {worst.max_abs:.3g}, {100 * (worst.fraction or 0):.3g}% of elements differ"
         detail = (f"{len(group)} {'copy differs' if len(group) == 1 else 'copies differ'} from the "
                   f"{axis}={worst.reference.coords.axis(axis)} copy; {how}")
         if kind == TIED and meta.tie is not None:
@@ -212,6 +229,20 @@ def _audit(dumps: list[RankDump], dims: ParallelDims | None, replicated: bool) -
     return findings, checked, notes
 
 
+def _verify_tensor_files(dumps: list[RankDump], jobs: int) -> list[str]:
+    """One line per tensor file that does not match its sidecar (header only: no tensor data is read)."""
+    def verify(dump: RankDump) -> list[str]:
+        if not isinstance(dump.tensor_source, Path):
+            return []
+        try:
+            return list(verify_tensor_file(dump.tensor_source, dump.tensors).values())
+        except BadInput as e:
+            return [str(e)]
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return [line for lines in pool.map(verify, dumps) for line in lines]
+
+
 def build_check_report(sel: Selection, tol: Tolerance, *, jobs: int = 2) -> CheckReport:
     dumps = list(sel.dumps.values())
     if sel.kind == "deepspeed-checkpoint":
@@ -220,8 +251,11 @@ def build_check_report(sel: Selection, tol: Tolerance, *, jobs: int = 2) -> Chec
         dumps = [with_optimizer_groups(d) for d in dumps]
     dims = infer_dims(dumps)
     replicated = all(d.replicated_dp for d in dumps)
-    tasks, counts = _copy_tasks(dumps)
+    file_errors = _verify_tensor_files(dumps, jobs)
+    tasks = _copy_tasks(dumps)
     _run_copy_checks(tasks, tol, jobs)
+    counts = {kind: sum(1 for t in tasks if t.kind == kind and t.error is None) for kind in (TIED, DP, TP)}
+    unread = {kind: sum(1 for t in tasks if t.kind == kind and t.error is not None) for kind in (TIED, DP, TP)}
     findings = _copy_findings(tasks, dims, replicated)
     audit, audited, notes = _audit(dumps, dims, replicated)
     order = {TIED: 0, DP: 1, TP: 2, AUDIT: 3}
@@ -233,6 +267,7 @@ def build_check_report(sel: Selection, tol: Tolerance, *, jobs: int = 2) -> Chec
         path=str(sel.path), kind=sel.kind, iteration=sel.iteration, tag=sel.tag, ranks=len(dumps),
         dims={"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": "-".join(dims.axes)} if dims else None,
         tolerance=tol, checked={TIED: counts[TIED], DP: counts[DP], TP: counts[TP], AUDIT: audited},
-        findings=findings, notes=notes, errors=list(sel.errors) + [t.error for t in tasks if t.error],
+        findings=findings, not_checked={k: n for k, n in unread.items() if n},
+        notes=notes, errors=list(dict.fromkeys(list(sel.errors) + file_errors + [t.error for t in tasks if t.error])),
         warnings=list(sel.warnings),
     )

@@ -5,7 +5,8 @@ Exact (the default) means equal bytes: each element's bit pattern is compared, s
 NaN equal to NaN). Tensors of different dtypes are compared as float64 values.
 
 Besides the counts, the result says where the first and the largest difference are, and whether either side
-is a constant 0 or 1 everywhere (a norm's default initialisation).
+is a constant 0 or 1 everywhere (a norm's default initialisation). Values that do not have the size their
+records say raise BadInput (that tensor is not compared) instead of failing inside torch.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from weightdiff.errors import BadInput
 from weightdiff.read.values import Values, iter_pieces, row_blocks
 
 INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -121,6 +123,10 @@ def compare_tensor(va: Values, vb: Values, name: str, shape: tuple[int, ...], to
     first = True
     for i, (a, b) in enumerate(zip(iter_pieces(va, name, blocks), iter_pieces(vb, name, blocks))):
         offset = blocks[i][0] * row_numel if blocks else 0
+        expected = (blocks[i][1] - blocks[i][0]) * row_numel if blocks else numel
+        if a.numel() != expected or b.numel() != expected:
+            raise BadInput(f"{name}: read {a.numel()} elements from a and {b.numel()} from b where their records "
+                           f"say {expected}; not compared")
         a, b = a.reshape(-1), b.reshape(-1)
         if a.numel() == 0:
             continue

@@ -1,8 +1,10 @@
 """`weightdiff a/ b/`: pair rank dumps by (pp, tp, dp) and compare every parameter of every pair.
 
 Pairs are compared in parallel (threads: torch's kernels and safetensors' reads release the GIL), each pair
-streaming one tensor at a time. A checkpoint stands for every dp rank of its (pp, tp). A pair that cannot be
-read gives one error and the other pairs go on. Only the parameters that differ are kept per pair, with a
+streaming one tensor at a time. A checkpoint stands for every dp rank of its (pp, tp). A pair whose files
+cannot be opened gives one error and the other pairs go on; a tensor that cannot be read gives one error and
+the other tensors go on. Either way the tensors not looked at are counted (`n_unreadable`), so that a
+report never calls unread tensors equal. Only the parameters that differ are kept per pair, with a
 count of the equal ones, so a report over thousands of ranks stays small.
 """
 
@@ -65,7 +67,8 @@ class PairResult:
     source_b: str
     diffs: list[ParamDiff] = field(default_factory=list)
     n_equal: int = 0
-    n_compared: int = 0
+    n_compared: int = 0  # tensors in both dumps that were compared (values, hashes, or a shape mismatch)
+    n_unreadable: int = 0  # tensors that could not be read, hence not compared (nor called equal)
     elements: int = 0
     bytes_read: int = 0
     errors: list[str] = field(default_factory=list)
@@ -124,17 +127,26 @@ def compare_pair(da: RankDump, db: RankDump, tol: Tolerance, *, trust_fingerprin
     elsewhere = StoredCopies(stored or [])
     try:
         if need_values:
-            with open_values(da.tensor_source) as va, open_values(db.tensor_source) as vb:
-                for name in names:
-                    _compare_one(result, da, db, name, tol, va, vb, trust_fingerprints, elsewhere)
+            with open_values(da) as va, open_values(db) as vb:
+                _compare_each(result, da, db, names, tol, va, vb, trust_fingerprints, elsewhere)
         else:
-            for name in names:
-                _compare_one(result, da, db, name, tol, None, None, True, elsewhere)
-    except BadInput as e:
+            _compare_each(result, da, db, names, tol, None, None, True, elsewhere)
+    except BadInput as e:  # a file could not be opened: nothing of this pair was compared
         result.errors.append(str(e))
+        result.n_unreadable = len(names)
     finally:
         elsewhere.close()
     return result
+
+
+def _compare_each(result: PairResult, da: RankDump, db: RankDump, names: list[str], tol: Tolerance, va, vb,
+                  use_fingerprints: bool, elsewhere: StoredCopies) -> None:
+    for name in names:
+        try:
+            _compare_one(result, da, db, name, tol, va, vb, use_fingerprints, elsewhere)
+        except BadInput as e:  # this tensor could not be read; the others still are
+            result.errors.append(str(e))
+            result.n_unreadable += 1
 
 
 def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol: Tolerance,
@@ -156,8 +168,8 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
         result.diffs.append(ParamDiff(**base, status=status, note=note, numel=present.numel,
                                       shape_a=list(ma.shape) if ma else None, shape_b=list(mb.shape) if mb else None))
         return
-    result.n_compared += 1
     if ma.shape != mb.shape:
+        result.n_compared += 1
         result.diffs.append(ParamDiff(**base, status=SHAPE, shape_a=list(ma.shape), shape_b=list(mb.shape),
                                       dtype_a=ma.dtype, dtype_b=mb.dtype, numel=max(ma.numel, mb.numel)))
         result.errors.append(f"{where.label()}: {name} has shape {list(ma.shape)} in a, {list(mb.shape)} in b; "
@@ -166,18 +178,22 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
     fa, fb = ma.fingerprint, mb.fingerprint
     if use_fingerprints and tol.exact and fa is not None and fb is not None and ma.dtype == mb.dtype:
         if fa.sha256 == fb.sha256:
+            result.n_compared += 1
             result.n_equal += 1
             return
         if va is None:
+            result.n_compared += 1
             result.diffs.append(ParamDiff(**base, status=DIFFERS, numel=ma.numel, dtype_a=ma.dtype, dtype_b=mb.dtype,
                                           max_abs=abs(fa.absmax - fb.absmax), by_fingerprint=True,
                                           note=f"hashes differ; norm {fa.norm:.6g} -> {fb.norm:.6g}"))
             return
     if va is None:
+        result.n_unreadable += 1
         result.diffs.append(ParamDiff(**base, status=UNREADABLE, numel=ma.numel,
                                       note="no values and no comparable fingerprints"))
         return
     vd = compare_tensor(va, vb, name, ma.shape, tol, max(ITEMSIZE.get(ma.dtype, 1), ITEMSIZE.get(mb.dtype, 1)))
+    result.n_compared += 1
     result.elements += ma.numel
     result.bytes_read += ma.numel * ITEMSIZE.get(ma.dtype, 1) + mb.numel * ITEMSIZE.get(mb.dtype, 1)
     if vd.n_differ == 0 and ma.dtype == mb.dtype:

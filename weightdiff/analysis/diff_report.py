@@ -4,6 +4,10 @@ Per parameter name, the ranks where it differs are described by coordinates ("pp
 parameters are ranked by size: structural changes first (shape, dtype, missing, not saved), then by the
 largest absolute difference, then by the fraction of elements that differ. The headline says where all
 differences are, e.g. "all 64 differences are on pp=11 (all tp, all dp): tied_modules.embed.norm.weight ...".
+
+The verdict is "different", "same" (every tensor of every pair was compared), "incomplete" (no differences
+among what was compared, but some tensors could not be read) or "not compared" (nothing could be read): a
+tensor that was not read is never reported as equal.
 """
 
 from __future__ import annotations
@@ -63,8 +67,10 @@ class DiffReport:
     only_in_b: list[str]
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    verdict: str = "same"  # "different", "same", "incomplete" or "not compared"
     compared_pairs: int = 0
     compared_tensors: int = 0
+    unreadable_tensors: int = 0  # in both dumps of a pair, but not read: never counted as equal
     equal_tensors: int = 0
     compared_elements: int = 0
     bytes_read: int = 0
@@ -107,7 +113,29 @@ def summarise(diffs: list[ParamDiff], dims: ParallelDims | None, replicated: boo
     return result
 
 
-def _headline(params: list[ParamSummary], dims: ParallelDims | None, n_pairs: int) -> str:
+def _verdict(params: list[ParamSummary], results: list[PairResult]) -> str:
+    if params:
+        return "different"
+    compared = sum(r.n_compared for r in results)
+    if compared == 0:
+        return "not compared"
+    return "incomplete" if any(r.n_unreadable for r in results) else "same"
+
+
+def _headline(verdict: str, params: list[ParamSummary], dims: ParallelDims | None,
+              results: list[PairResult]) -> str:
+    n_pairs = len(results)
+    compared = sum(r.n_compared for r in results)
+    unread = sum(r.n_unreadable for r in results)
+    unread_pairs = sum(1 for r in results if r.n_unreadable)
+    if verdict == "not compared":
+        if not results or not unread:
+            return f"no tensors to compare in {n_pairs} rank pairs"
+        return (f"nothing could be read: 0 of {compared + unread} tensors in {n_pairs} rank pairs compared "
+                "(see the errors on stderr)")
+    if verdict == "incomplete":
+        return (f"no differences among the {compared} tensors compared; {unread} tensors in {unread_pairs} of "
+                f"{n_pairs} rank pairs could not be read (see the errors on stderr)")
     if not params:
         return f"no differences in {n_pairs} rank pairs"
     ranks = sorted({r for p in params for r in p.ranks})
@@ -138,12 +166,14 @@ def build_diff_report(a: Selection, b: Selection, tol: Tolerance, *, jobs: int =
                           f"(no {other_has} for them in {other.path}); not compared")
     for r in results:
         errors.extend(r.errors)
+    verdict = _verdict(params, results)
     return DiffReport(
         a=_side(a), b=_side(b), tolerance=tol,
         dims={"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": "-".join(dims.axes)} if dims else None,
-        headline=_headline(params, dims, len(results)), params=params, informational=info, pairs=results,
+        headline=_headline(verdict, params, dims, results), params=params, informational=info, pairs=results,
         only_in_a=_rank_list(only_a, dims), only_in_b=_rank_list(only_b, dims), errors=errors,
-        warnings=list(a.warnings) + list(b.warnings), compared_pairs=len(results),
+        warnings=list(a.warnings) + list(b.warnings), verdict=verdict, compared_pairs=len(results),
         compared_tensors=sum(r.n_compared for r in results), equal_tensors=sum(r.n_equal for r in results),
+        unreadable_tensors=sum(r.n_unreadable for r in results),
         compared_elements=sum(r.elements for r in results), bytes_read=sum(r.bytes_read for r in results),
     )

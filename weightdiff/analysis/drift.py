@@ -75,11 +75,11 @@ def _max_gap(copies, name: str, errors: list[str]) -> float | None:
         return None if ref.tensor_source is None else 0.0
     worst = 0.0
     try:
-        with open_values(ref.tensor_source) as va:
+        with open_values(ref) as va:
             for other in copies[1:]:
                 if other.tensor_source is None or other.tensors[name].shape != ref.tensors[name].shape:
                     continue
-                with open_values(other.tensor_source) as vb:
+                with open_values(other) as vb:
                     meta = ref.tensors[name]
                     vd = compare_tensor(va, vb, name, meta.shape, Tolerance(), ITEMSIZE.get(meta.dtype, 4))
                     worst = max(worst, vd.max_abs)

@@ -31,7 +31,7 @@ class StoredCopies:
 
     def values(self, dump: RankDump) -> Values:
         if id(dump) not in self._open:
-            manager = open_values(dump.tensor_source)
+            manager = open_values(dump)
             self._open[id(dump)] = (manager, manager.__enter__())
         return self._open[id(dump)][1]
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from weightdiff.commands.common import add_common, exit_code, report_problems, tolerance
+from weightdiff.commands.common import add_common, add_iteration, exit_code, report_problems, tolerance, write_picture
 from weightdiff.errors import BadInput, CommandError
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="folder with one run's dumps (or a DeepSpeed checkpoint)")
-    parser.add_argument("--iteration", type=int, help="iteration to check (default: the last)")
+    add_iteration(parser, "--iteration", help="iteration to check (default: the last)")
     parser.add_argument("--tag", help="dump tag to check (default: after, when present)")
     add_common(parser)
 
@@ -46,9 +46,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         from weightdiff.render.text import render_check
 
         render_check(report, out, limit=args.limit)
-    if args.png:
-        from weightdiff.render.plots import check_heatmap
+    from weightdiff.render.plots import check_heatmap
 
-        check_heatmap(report, Path(args.png))
-    report_problems(err, report.errors, report.warnings)
-    return exit_code(bool(report.findings), report.errors)
+    errors = report.errors + write_picture(lambda path: check_heatmap(report, path), args.png)
+    report_problems(err, errors, report.warnings)
+    return exit_code(bool(report.findings), errors)

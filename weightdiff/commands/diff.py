@@ -12,19 +12,20 @@ ones. Every element is compared, bitwise unless --atol/--rtol are given.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from rich.console import Console
 
-from weightdiff.commands.common import add_common, exit_code, report_problems, tolerance
+from weightdiff.commands.common import add_common, add_iteration, exit_code, report_problems, tolerance, write_picture
 from weightdiff.errors import BadInput, CommandError
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", type=Path, help="folder with the earlier dumps (or a DeepSpeed checkpoint)")
     parser.add_argument("b", type=Path, help="folder with the later dumps (or a DeepSpeed checkpoint)")
-    parser.add_argument("--a-iteration", type=int, help="iteration of A to use (default: the last)")
-    parser.add_argument("--b-iteration", type=int, help="iteration of B to use (default: the first)")
+    add_iteration(parser, "--a-iteration", help="iteration of A to use (default: the last)")
+    add_iteration(parser, "--b-iteration", help="iteration of B to use (default: the first)")
     parser.add_argument("--a-tag", help="dump tag of A to use (default: after, when present)")
     parser.add_argument("--b-tag", help="dump tag of B to use (default: before, when present)")
     parser.add_argument("--trust-fingerprints", action="store_true",
@@ -34,8 +35,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def _same_folder(a: Path, b: Path) -> bool:
     try:
-        return a.resolve() == b.resolve()
-    except OSError:
+        return os.path.samefile(a, b)
+    except OSError:  # missing, a symlink loop...: reported when the folder is read
         return False
 
 
@@ -67,9 +68,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         from weightdiff.render.text import render_diff
 
         render_diff(report, out, limit=args.limit)
-    if args.png:
-        from weightdiff.render.plots import diff_heatmap
+    from weightdiff.render.plots import diff_heatmap
 
-        diff_heatmap(report, Path(args.png))
-    report_problems(err, report.errors, report.warnings)
-    return exit_code(report.has_differences, report.errors)
+    errors = report.errors + write_picture(lambda path: diff_heatmap(report, path), args.png)
+    report_problems(err, errors, report.warnings)
+    return exit_code(report.has_differences, errors)

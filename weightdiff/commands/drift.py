@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from weightdiff.commands.common import exit_code, report_problems
+from weightdiff.commands.common import add_jobs, add_png, exit_code, report_problems, write_picture
 from weightdiff.errors import BadInput, CommandError
 
 
@@ -21,9 +21,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", type=Path, help="folder with one run's dumps")
     parser.add_argument("name", help="parameter name, e.g. tied_modules.embed.word_embeddings.weight")
     parser.add_argument("--tag", help="dump tag to follow (default: after, when present)")
-    parser.add_argument("--jobs", "-j", type=int, default=2, help="sidecars read in parallel")
+    add_jobs(parser, default=2, help="sidecars read in parallel")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the same data) instead")
-    parser.add_argument("--png", metavar="PATH", help="also write a plot of the drift over iterations")
+    add_png(parser, help="also write a plot of the drift over iterations")
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -41,9 +41,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         from weightdiff.render.text import render_drift
 
         render_drift(report, out)
-    if args.png:
-        from weightdiff.render.plots import drift_plot
+    from weightdiff.render.plots import drift_plot
 
-        drift_plot(report, Path(args.png))
-    report_problems(err, report.errors, [])
-    return exit_code(report.drifted, report.errors)
+    errors = report.errors + write_picture(lambda path: drift_plot(report, path), args.png)
+    report_problems(err, errors, [])
+    return exit_code(report.drifted, errors)

@@ -34,7 +34,7 @@ import torch
 
 from topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
-from weightdiff.read.values import one_line
+from weightdiff.read.files import one_line, read_bounded, require_regular_file
 from weightdiff.records import RankDump, TensorMeta
 
 LAYER_FILE = re.compile(r"^layer_(\d+)(?:-model_(\d+))?-model_states\.pt$")
@@ -58,6 +58,7 @@ class Opaque:
 
 
 def safe_load(path: Path, *, mmap: bool = False) -> Any:
+    require_regular_file(path)  # a FIFO would block torch.load forever
     try:
         with torch.serialization.safe_globals([(Opaque, name) for name in OPAQUE_GLOBALS]):
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
@@ -70,7 +71,10 @@ def is_checkpoint_folder(path: Path) -> bool:
 
 
 def _has_model_files(path: Path) -> bool:
-    return any(MP_FILE.match(p.name) or LAYER_FILE.match(p.name) for p in path.iterdir() if p.is_file())
+    try:
+        return any(MP_FILE.match(p.name) or LAYER_FILE.match(p.name) for p in path.iterdir() if p.is_file())
+    except OSError:  # a subfolder that cannot be listed holds no checkpoint we can read
+        return False
 
 
 def tag_folders(path: Path) -> list[Path]:
@@ -91,7 +95,10 @@ def latest_tag_folder(path: Path) -> Path:
         return path
     latest = path / "latest"
     if latest.is_file():
-        tag = latest.read_text().strip()
+        raw = read_bounded(latest, limit=4096, what="a DeepSpeed 'latest' file")
+        tag = raw.decode("utf-8", errors="replace").strip()
+        if not tag or "/" in tag or "\0" in tag:
+            raise BadInput(f"{latest}: does not name a tag folder ({tag[:60]!r})")
         if not (path / tag).is_dir():
             raise BadInput(f"{latest}: names tag {tag!r}, but {path / tag} does not exist")
         return path / tag

@@ -1,30 +1,41 @@
 """Read one dump's JSON sidecar into a RankDump; the values stay on disk until `weightdiff.read.values` streams them.
 
-Every way a sidecar can be bad raises `BadInput` with a one-line message naming the file, so a caller can
-report it and go on with the other ranks.
+Every way a sidecar can be bad (not a regular file, too large, not UTF-8, not JSON, foreign, malformed fields)
+raises `BadInput` with a one-line message naming the file, so a caller can report it and go on with the other
+ranks.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from topology import RankCoords
 from weightdiff.errors import BadInput
+from weightdiff.read.files import one_line, read_bounded
 from weightdiff.records import FORMAT, RankDump, meta_from_json
+
+MAX_SIDECAR_BYTES = 1 << 30  # a sidecar holds about 1 KB per parameter
+
+
+def _decode(path: Path, raw: bytes) -> object:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: not a weightdiff sidecar (not UTF-8 text: byte {e.start} is "
+                       f"0x{raw[e.start]:02x}; replaced or corrupted?)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}: not a weightdiff sidecar (invalid JSON at char {e.pos}; truncated?)") from None
+    except (ValueError, RecursionError) as e:  # nesting too deep, a number too long
+        raise BadInput(f"{path}: not a weightdiff sidecar (unreadable JSON: {type(e).__name__})") from None
 
 
 def read_sidecar(path: Path) -> RankDump:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: not a weightdiff sidecar (invalid JSON at char {getattr(e, 'pos', '?')}; "
-                       f"truncated?)") from None
+    data = _decode(path, read_bounded(path, limit=MAX_SIDECAR_BYTES, what="a weightdiff sidecar"))
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BadInput(f"{path}: not a weightdiff sidecar (no \"format\": \"{FORMAT}\")")
     try:
@@ -33,6 +44,8 @@ def read_sidecar(path: Path) -> RankDump:
         tensors = {}
         for item in data["params"]:
             meta = meta_from_json(item)
+            if any(s < 0 for s in meta.shape):
+                raise ValueError(f"{meta.name} has a negative size in its shape {list(meta.shape)}")
             tensors[meta.name] = meta
         mode = str(data["mode"])
         tensor_file = data.get("tensor_file")
@@ -43,8 +56,8 @@ def read_sidecar(path: Path) -> RankDump:
             pid=data.get("pid"), host=str(data.get("host", "")), world_size=data.get("world_size"),
             dims=data.get("dims"), created=data.get("created"), notes=list(data.get("notes", [])),
         )
-    except (KeyError, TypeError, ValueError) as e:
-        raise BadInput(f"{path}: malformed weightdiff sidecar ({type(e).__name__}: {e})") from None
-    if dump.tensor_source is not None and not dump.tensor_source.exists():
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise BadInput(f"{path}: malformed weightdiff sidecar ({type(e).__name__}: {one_line(e)})") from None
+    if dump.tensor_source is not None and not os.path.lexists(dump.tensor_source):
         raise BadInput(f"{path}: its tensor file {dump.tensor_source.name} is missing")
-    return dump
+    return dump  # the tensor file itself is checked when it is read (weightdiff.read.tensor_file)

@@ -3,8 +3,8 @@ tag folder of a DeepSpeed checkpoint.
 
 Dump files are found anywhere under the folder (`RUN/`, `RUN/weights/` or a copy made with `mv debug-* a/`),
 selected by the iteration and tag in their names, and only then read: a run with 384 ranks and 1,000 dumped
-iterations costs 384 sidecar reads, not 768,000. Problems with single files (truncated, foreign, a tensor file
-without its sidecar, two dumps of one rank) become one-line errors; the rest is still used.
+iterations costs 384 sidecar reads, not 768,000. Problems with single files (truncated, foreign, not a regular
+file, a tensor file without its sidecar, two dumps of one rank) become one-line errors; the rest is still used.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from weightdiff.errors import BadInput
 from weightdiff.naming import DumpName, parse_name
 from weightdiff.read.checkpoint import is_checkpoint_folder, latest_tag_folder, read_checkpoint, tag_folders
+from weightdiff.read.files import require_folder, require_regular_file
 from weightdiff.read.sidecar import read_sidecar
 from weightdiff.records import RankDump
 
@@ -43,11 +44,15 @@ def _dump_names(path: Path) -> tuple[list[tuple[DumpName, Path]], list[str]]:
     sidecars = set()
     for p in sorted(path.rglob("debug-*")):
         parsed = parse_name(p.name)
-        if parsed is None or not p.is_file():
+        if parsed is None or p.suffix != ".json":
             continue
-        if p.suffix == ".json":
-            found.append((parsed, p))
-            sidecars.add(p.with_suffix(""))
+        sidecars.add(p.with_suffix(""))
+        try:
+            require_regular_file(p)
+        except BadInput as e:
+            errors.append(f"{e}; skipped")
+            continue
+        found.append((parsed, p))
     for p in sorted(path.rglob("debug-*.safetensors")):
         if p.with_suffix("") not in sidecars and parse_name(p.name):
             errors.append(f"{p}: tensor file without its .json sidecar (dump interrupted?); skipped")
@@ -64,11 +69,7 @@ class FolderScan:
 
 
 def scan(path: str | Path) -> FolderScan:
-    path = Path(path)
-    if not path.exists():
-        raise BadInput(f"{path}: no such folder")
-    if not path.is_dir():
-        raise BadInput(f"{path}: not a folder (give the folder that holds the dumps or the checkpoint)")
+    path = require_folder(Path(path))
     names, errors = _dump_names(path)
     return FolderScan(path, names, errors)
 

@@ -1,12 +1,13 @@
 """Stream one rank's tensor values from wherever its RankDump says they are.
 
-- A dump: a safetensors file, opened with `safe_open` (memory-mapped; a tensor is read only when asked for,
-  and a large one in row blocks through `get_slice`).
+- A dump: a safetensors file, first checked against its sidecar (`weightdiff.read.tensor_file`: a regular
+  file of the right size, each tensor's shape and dtype), then opened with `safe_open` (memory-mapped; a
+  tensor is read only when asked for, and a large one in row blocks through `get_slice`).
 - A DeepSpeed checkpoint: `CheckpointValues` from `weightdiff.read.checkpoint`, whose state dicts are loaded
   with `torch.load(weights_only=True, mmap=True)`.
 
 Both offer the same small interface (`Values`). Any failure to read becomes `BadInput`, one line naming the
-file and the tensor.
+file and the tensor; a tensor that does not match its sidecar fails alone, the others are still read.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
 from weightdiff.errors import BadInput
+from weightdiff.read.files import one_line
+from weightdiff.read.tensor_file import verify_tensor_file
+from weightdiff.records import RankDump
 
 BLOCK_BYTES = 32 << 20  # large tensors are read and compared in row blocks of about this size
 
@@ -30,16 +34,12 @@ class Values(Protocol):
     def close(self) -> None: ...
 
 
-def one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:300] if text else type(e).__name__
-
-
 class SafetensorsValues:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, expected: dict):
         from safetensors import safe_open
 
         self.path = path
+        self._mismatched = verify_tensor_file(path, expected)
         try:
             self._file = safe_open(str(path), framework="pt")
             self._names = set(self._file.keys())
@@ -49,13 +49,19 @@ class SafetensorsValues:
     def names(self) -> set[str]:
         return self._names
 
+    def _check(self, name: str) -> None:
+        if name in self._mismatched:
+            raise BadInput(self._mismatched[name])
+
     def get(self, name: str) -> torch.Tensor:
+        self._check(name)
         try:
             return self._file.get_tensor(name)
         except Exception as e:
             raise BadInput(f"{self.path}: cannot read tensor {name} ({one_line(e)})") from None
 
     def rows(self, name: str, start: int, stop: int) -> torch.Tensor:
+        self._check(name)
         try:
             return self._file.get_slice(name)[start:stop]
         except Exception as e:
@@ -87,11 +93,12 @@ def iter_pieces(values: Values, name: str, blocks: list[tuple[int, int]] | None)
 
 
 @contextmanager
-def open_values(source: Any) -> Iterator[Values]:
-    """Open a RankDump's `tensor_source` for reading; raises BadInput when it cannot be read."""
+def open_values(dump: RankDump) -> Iterator[Values]:
+    """Open a RankDump's values (its `tensor_source`) for reading; raises BadInput when they cannot be read."""
+    source = dump.tensor_source
     if source is None:
-        raise BadInput("no tensor values: this dump holds fingerprints only (mode=fingerprint)")
-    values = SafetensorsValues(source) if isinstance(source, Path) else source.open()
+        raise BadInput(f"{dump.source}: no tensor values: this dump holds fingerprints only (mode=fingerprint)")
+    values = SafetensorsValues(source, dump.tensors) if isinstance(source, Path) else source.open()
     try:
         yield values
     finally:

@@ -4,10 +4,15 @@
 - `check_heatmap`: per (pp, tp) cell, how many copies differ from their reference (tied, dp, tp checks);
 - `drift_plot`: one parameter over iterations: the largest difference between its copies, and each copy's norm.
 The seed's "all 64 mismatches are on pp=11" is one bright row.
+
+Each picture is written as a PNG at exactly the path given (matplotlib would otherwise add ".png" to a name
+without one), through a temporary file and a rename, so a failed write leaves no partial file behind.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from weightdiff.analysis.check_report import CheckReport
@@ -44,9 +49,24 @@ def _heatmap(cells: dict[tuple[int, int], int], dims: dict | None, title: str, p
     fig.colorbar(image, ax=ax, shrink=0.8)
     ax.set_title(title, fontsize=8)
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            fig.savefig(f, format="png")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -95,7 +115,4 @@ def drift_plot(report: DriftReport, path: Path, *, max_lines: int = 16) -> Path:
         norm_ax.legend(fontsize=6, ncol=2)
     fig.suptitle(f"{report.name}\n{report.path}", fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -16,6 +16,8 @@ from weightdiff.analysis.check_report import CheckReport, Finding
 from weightdiff.analysis.diff_report import DiffReport, ParamSummary
 from weightdiff.analysis.drift import DriftReport
 
+VERDICT_STYLES = {"different": "bold red", "same": "bold green"}  # incomplete / not compared: bold yellow
+
 
 def fmt_float(x: float | None) -> str:
     if x is None:
@@ -68,11 +70,14 @@ def _param_lines(i: int, p: ParamSummary) -> tuple[str, str]:
 def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> None:
     console.print(_side("a", report.a), highlight=False, soft_wrap=True)
     console.print(_side("b", report.b), highlight=False, soft_wrap=True)
+    unread = f", {report.unreadable_tensors} could not be read" if report.unreadable_tensors else ""
     console.print(f"compared {_plural(report.compared_pairs, 'rank pair')}, "
                   f"{_plural(report.compared_tensors, 'tensor')}, {report.compared_elements:,} elements "
-                  f"({report.tolerance.describe()}); {report.equal_tensors} tensors equal", highlight=False, soft_wrap=True)
-    verdict = Text("DIFFERENT: ", style="bold red") if report.params else Text("SAME: ", style="bold green")
-    console.print(verdict + Text(report.headline), highlight=False, soft_wrap=True)
+                  f"({report.tolerance.describe()}); {report.equal_tensors} tensors equal{unread}",
+                  highlight=False, soft_wrap=True)
+    style = VERDICT_STYLES.get(report.verdict, "bold yellow")
+    console.print(Text(f"{report.verdict.upper()}: ", style=style) + Text(report.headline), highlight=False,
+                  soft_wrap=True)
     for i, p in enumerate(report.params[:limit], 1):
         for line in _param_lines(i, p):
             console.print(line, highlight=False, soft_wrap=True)
@@ -87,7 +92,9 @@ def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> Non
             console.print(f"only in {label}: {', '.join(ranks[:8])}{' ...' if len(ranks) > 8 else ''}",
                           highlight=False, soft_wrap=True)
     if report.errors:
-        console.print(f"{_plural(len(report.errors), 'input problem')} (on stderr); everything else was compared")
+        rest = "nothing else could be compared" if report.verdict == "not compared" else \
+            "everything else was compared"
+        console.print(f"{_plural(len(report.errors), 'input problem')} (on stderr); {rest}")
 
 
 def _finding_lines(i: int, f: Finding) -> tuple[str, str]:
@@ -103,10 +110,13 @@ def render_check(report: CheckReport, console: Console, *, limit: int = 40) -> N
     console.print(f"{report.path} ({report.describe_selection()})", highlight=False, soft_wrap=True)
     for kind, count in report.checked.items():
         found = [f for f in report.findings if f.kind == kind]
+        unread = report.not_checked.get(kind, 0)
         status = (Text("FAIL", style="bold red") if found else
+                  Text("INCOMPLETE", style="bold yellow") if unread else
                   Text("ok  ", style="green") if count else Text("n/a ", style="dim"))
-        console.print(Text(f"  {kind:<14}") + status + Text(f"  {count} checked, {len(found)} "
-                                                            f"finding{'' if len(found) == 1 else 's'}"))
+        tail = f", {unread} could not be read (on stderr)" if unread else ""
+        counts = f"  {count} checked, {len(found)} finding{'' if len(found) == 1 else 's'}{tail}"
+        console.print(Text(f"  {kind:<14}") + status + Text(counts))
     for i, f in enumerate(report.findings[:limit], 1):
         for line in _finding_lines(i, f):
             console.print(line, highlight=False, soft_wrap=True)
@@ -124,5 +134,6 @@ def render_drift(report: DriftReport, console: Console) -> None:
         span = f"{fmt_float(min(norms))} .. {fmt_float(max(norms))}" if norms else "-"
         console.print(f"{p.iteration:>9} {p.tp:>3} {p.copies:>6} {p.distinct:>8} {fmt_float(p.max_abs):>14}  {span}",
                       highlight=False, soft_wrap=True)
-    verdict = "copies DIFFER" if report.drifted else "copies equal at every iteration"
+    verdict = ("copies DIFFER" if report.drifted else "copies equal at every iteration" if not report.errors else
+               "copies equal wherever they could be read (input problems on stderr)")
     console.print(verdict, style="bold red" if report.drifted else "bold green")
