@@ -215,6 +215,15 @@ def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.config or args.toggle or args.spec:
         raise CommandError("--logs tabulates existing logs: it takes no --config, --toggle or --spec",
                            "run the matrix and the logs in two commands", EXIT_USAGE)
+    if args.out is not None:  # refused before any work: never over an experiment or a user's own tables
+        from hangdoctor.experiments.outputs import output_names
+
+        if (args.out / "matrix.json").exists():
+            raise CommandError(f"{args.out} holds an experiment: --logs would replace its tables",
+                               "choose another --out for the tables of these logs", EXIT_USAGE)
+        taken = [name for name in output_names(args.plot) if (args.out / name).exists()]
+        if taken:
+            raise CommandError(f"{args.out} already has {', '.join(taken)}", "choose another --out", EXIT_USAGE)
     stems = [path.stem for path in args.logs]  # "train" for every run folder's train.log: name them by folder
     names = [path.parent.name if stems.count(path.stem) > 1 else path.stem for path in args.logs]
     results = []

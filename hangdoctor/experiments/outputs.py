@@ -34,6 +34,11 @@ def results_json(results: Sequence[RunResult]) -> str:
     return json.dumps({"format": "hangdoctor-experiment/1", "runs": [r.to_dict() for r in results]}, indent=1) + "\n"
 
 
+def output_names(metrics: Sequence[str] = ("tokens", "tflops")) -> list[str]:
+    """The files write_outputs writes in its folder."""
+    return ["results.csv", "results.json", "results.md", *(METRICS[m][2] for m in metrics)]
+
+
 def write_outputs(results: Sequence[RunResult], out: Path, *, title: str = "", metrics: Sequence[str] = ("tokens",
                   "tflops")) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
