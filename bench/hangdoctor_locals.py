@@ -22,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from hangdoctor.collector import node  # noqa: E402
+from hangdoctor.collector.options import CollectOptions, Selection  # noqa: E402
 from tests.hangdoctor.livejobs import GlooJob  # noqa: E402
 
 PYSPY = str(Path(sys.executable).with_name("py-spy"))
@@ -35,7 +36,7 @@ def dump_all(pids: list[int], flags: list[str]) -> float:
 
 
 def node_bytes(pids: list[int], local_vars: bool) -> int:
-    doc = node.collect({"pyspy": PYSPY, "pids": pids, "samples": 2, "interval": 0.5, "locals": local_vars})
+    doc = node.collect(CollectOptions(pyspy=PYSPY, samples=2, interval=0.5, locals=local_vars), Selection(pids=pids))
     return len(json.dumps(doc))
 
 

@@ -18,44 +18,18 @@ if __package__ in (None, ""):  # started by file path on a node: make `hangdocto
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from hangdoctor.collector import node  # noqa: E402
-
-
-def parse_match(items: list) -> dict:
-    match = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not key:
-            raise SystemExit(f"Error: --match {item!r}: expected KEY or KEY=VALUE")
-        match[key] = value if sep else None
-    return match
+from hangdoctor.collector.options import add_arguments, from_namespace  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m hangdoctor.collector", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--py-spy", default="py-spy", help="py-spy executable (default: found on PATH)")
-    parser.add_argument("--match", action="append", default=[], metavar="KEY[=VALUE]",
-                        help="environment variable the job's processes carry, e.g. SLURM_JOB_ID=1234 (repeatable)")
-    parser.add_argument("--pid", type=int, action="append", default=[], help="dump these PIDs instead of matching")
-    parser.add_argument("--node", default=None, help="node name to report (default: SLURMD_NODENAME or host name)")
-    parser.add_argument("--all-nodes", action="store_true",
-                        help="keep processes whose SLURMD_NODENAME is another node's (default: this node's only)")
-    parser.add_argument("--samples", type=int, default=1)
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--native", action="store_true")
-    parser.add_argument("--nonblocking", action="store_true")
-    parser.add_argument("--locals", action="store_true", help="py-spy --locals: every frame's arguments and locals")
-    parser.add_argument("--fr-dir", help="read the ranks' Flight Recorder dump files in this folder (on this node)")
-    parser.add_argument("--flight-recorder", action="store_true",
-                        help="fetch Flight Recorder traces from torch's debug worker servers (collector/flight.py)")
-    parser.add_argument("--text", action="store_true", help="py-spy's text output instead of --json")
-    parser.add_argument("--dump-timeout", type=float, default=10.0)
+    add_arguments(parser)  # what to sample and which processes: collector/options.py, the one contract
     parser.add_argument("--time-limit", type=float, default=None, help="seconds this collector may take in all")
     parser.add_argument("--out", default="-", help="output file (written atomically), or - for stdout")
     parser.add_argument("--chunked", action="store_true",
                         help=f"print the document as short '{CHUNK} NODE I N TEXT' lines (pdsh and srun cut long lines)")
     parser.add_argument("--progress", action="store_true", help="print 'hangdoctor-progress NODE DONE/TOTAL' on stderr")
-    parser.add_argument("--pyspy-version", default="", help="py-spy's version when the caller knows it (else asked)")
     return parser
 
 
@@ -97,28 +71,25 @@ def write(doc: dict, out: str) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.samples < 1 or args.interval < 0 or args.dump_timeout <= 0:
-        print("Error: --samples must be >= 1, --interval >= 0 and --dump-timeout > 0", file=sys.stderr)
+    try:
+        options, selection = from_namespace(args)
+    except ValueError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
         return 2
-    pyspy = shutil.which(args.py_spy) or args.py_spy
-    name = args.node or node.node_name()
-    if not (os.path.isfile(pyspy) and os.access(pyspy, os.X_OK)):
+    options.pyspy = shutil.which(options.pyspy) or options.pyspy
+    selection.node = selection.node or node.node_name()
+    name = selection.node
+    if not (os.path.isfile(options.pyspy) and os.access(options.pyspy, os.X_OK)):
         emit({"format": node.FORMAT, "node": name, "processes": [], "skipped": [], "started": time.time(),
               "finished": time.time(), "fatal": "pyspy-missing",
-              "errors": [f"py-spy not found or not executable at {args.py_spy!r} on {name}"]}, args)
+              "errors": [f"py-spy not found or not executable at {args.pyspy!r} on {name}"]}, args)
         return 4
     deadline = time.time() + args.time_limit if args.time_limit else None
 
     def progress(done: int, total: int) -> None:
         print(f"hangdoctor-progress {name} {done}/{total}", file=sys.stderr, flush=True)
 
-    doc = node.collect({
-        "pyspy": pyspy, "match": parse_match(args.match), "pids": args.pid, "samples": args.samples,
-        "interval": args.interval, "native": args.native, "nonblocking": args.nonblocking, "json": not args.text,
-        "locals": args.locals, "flight_recorder": args.flight_recorder, "fr_dir": args.fr_dir,
-        "dump_timeout": args.dump_timeout, "deadline": deadline, "node": name, "filter_node": not args.all_nodes,
-        "pyspy_version": args.pyspy_version,
-    }, progress if args.progress else None)
+    doc = node.collect(options, selection, deadline=deadline, progress=progress if args.progress else None)
     emit(doc, args)
     return 0
 

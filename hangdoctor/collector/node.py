@@ -14,8 +14,10 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 
 from hangdoctor.collector import compact, dump, flight, fr_summary, procs, source
+from hangdoctor.collector.options import CollectOptions, Selection
 
 FORMAT = compact.MERGED  # "hangdoctor-node/2"; readers also take /1 (frames factored, threads per sample)
 D_STATE, STOPPED = "d-state", "stopped"
@@ -60,36 +62,31 @@ def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking
     return samples
 
 
-def collect(options: dict, progress=None) -> dict:
-    """Run a whole node collection. `options`: pyspy, match (dict), pids (list, instead of match), samples,
-    interval, native, nonblocking, json (bool), dump_timeout, deadline (epoch seconds or None), node (name),
-    cpu_window (seconds), among (pids to search instead of all of /proc), pyspy_version (when known),
-    flight_recorder (fetch traces from torch's debug worker servers), fr_dir (read the ranks' dump files there).
-    `progress(done, total)` is called after every dump.
-    """
+def collect(options: CollectOptions, selection: Selection, *, deadline: float | None = None, progress=None,
+            cpu_window: float = 0.05) -> dict:
+    """Run a whole node collection: the processes `selection` names, sampled as `options` say, all of it by
+    `deadline` (seconds since the epoch, or None). `progress(done, total)` is called after every dump."""
     started = time.time()
-    name = options.get("node") or node_name()
+    name = selection.node or node_name()
     doc = {
         "format": FORMAT, "node": name, "hostname": os.uname().nodename, "collector_pid": os.getpid(),
-        "python": sys.version.split()[0], "started": started, "finished": None, "options": {
-            key: options.get(key) for key in ("samples", "interval", "native", "locals", "nonblocking", "dump_timeout",
-                                              "match", "pids", "flight_recorder", "fr_dir")
-        },
-        "pyspy": {"path": options["pyspy"], "version": ""},
+        "python": sys.version.split()[0], "started": started, "finished": None,
+        "options": {**{k: v for k, v in asdict(options).items() if k not in ("pyspy", "pyspy_version", "timeout")},
+                    "match": selection.match, "pids": selection.pids},
+        "pyspy": {"path": options.pyspy, "version": ""},
         "processes": [], "skipped": [], "errors": [],
     }
-    if options.get("pids"):
+    if selection.pids:
         infos = []
-        for pid in options["pids"]:
+        for pid in selection.pids:
             info = procs.describe_process(pid)
             if info is None:
                 doc["errors"].append(f"pid {pid}: no such process")
             else:
                 infos.append(info)
     else:
-        infos, doc["skipped"] = procs.find_ranks(options.get("match") or {},
-                                                 name if options.get("filter_node", True) else None,
-                                                 among=options.get("among"))
+        infos, doc["skipped"] = procs.find_ranks(selection.match, None if selection.all_nodes else name,
+                                                 among=selection.among)
     for info in infos:
         info["samples"] = []
         info["gpu"] = procs.gpu_loaded(info["pid"])
@@ -98,14 +95,13 @@ def collect(options: dict, progress=None) -> dict:
         doc["finished"] = time.time()
         return doc
 
-    samples = max(1, int(options.get("samples") or 1))
-    interval = float(options.get("interval") or 0.0)
-    deadline = options.get("deadline")
+    samples = max(1, options.samples)
+    interval = max(0.0, options.interval)
     total, done = samples * len(infos), 0
     pids = [info["pid"] for info in infos]
     ticks = {pid: _ticks(pid) for pid in pids}
     tick_time = first = time.monotonic()
-    version = options.get("pyspy_version") or _start_version(options["pyspy"])  # alongside the first dumps
+    version = options.pyspy_version or _start_version(options.pyspy)  # alongside the first dumps
 
     def one_done(pid: int) -> None:
         nonlocal done
@@ -124,18 +120,17 @@ def collect(options: dict, progress=None) -> dict:
         if remaining is not None and remaining <= 0.2:
             doc["errors"].append(f"deadline reached: {index} of {samples} samples taken")
             break
-        timeout = float(options.get("dump_timeout") or 10.0)
+        timeout = options.dump_timeout
         if remaining is not None:
             timeout = max(0.1, min(timeout, remaining - 0.2))
         stop_by = None if remaining is None else time.monotonic() + remaining - 0.2
-        taken = take_sample(options["pyspy"], pids, index, native=bool(options.get("native")),
-                            nonblocking=bool(options.get("nonblocking")), json_out=options.get("json", True),
-                            timeout=timeout, on_done=one_done, deadline=stop_by,
-                            local_vars=bool(options.get("locals")))
+        taken = take_sample(options.pyspy, pids, index, native=options.native, nonblocking=options.nonblocking,
+                            json_out=not options.text, timeout=timeout, on_done=one_done, deadline=stop_by,
+                            local_vars=options.locals)
         for info in infos:
             info["samples"].append(taken[info["pid"]])
         # CPU use of each process since the previous reading, at least cpu_window seconds apart.
-        pause = tick_time + float(options.get("cpu_window", 0.05)) - time.monotonic()
+        pause = tick_time + cpu_window - time.monotonic()
         if deadline is not None:
             pause = min(pause, deadline - time.time())
         if pause > 0:
@@ -149,14 +144,14 @@ def collect(options: dict, progress=None) -> dict:
             ticks[info["pid"]] = current
         tick_time = now
     doc["pyspy"]["version"] = _finish_version(version)
-    if options.get("flight_recorder"):  # torch's debug worker servers, where the ranks run them
+    if options.flight_recorder:  # torch's debug worker servers, where the ranks run them
         for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
             next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
-    if options.get("fr_dir"):  # dump files the ranks wrote on this node (TORCH_FR_DUMP_TEMP_FILE's folder)
-        _read_fr_dir(doc, infos, str(options["fr_dir"]))
+    if options.fr_dir:  # dump files the ranks wrote on this node (TORCH_FR_DUMP_TEMP_FILE's folder)
+        _read_fr_dir(doc, infos, options.fr_dir)
     doc["source_lines"] = source.innermost_lines(infos)
     doc["finished"] = time.time()
-    return compact.merge(compact.factor(compact.drop_addresses(doc) if options.get("locals") else doc))
+    return compact.merge(compact.factor(compact.drop_addresses(doc) if options.locals else doc))
 
 
 def _read_fr_dir(doc: dict, infos: list, folder: str) -> None:

@@ -6,23 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hangdoctor.collector.options import CollectOptions, Selection
 from hangdoctor.model import NodeReport
 
-
-@dataclass
-class CollectOptions:
-    """How to sample: the same for every front end."""
-
-    pyspy: str
-    samples: int = 1
-    interval: float = 1.0
-    native: bool = False
-    locals: bool = False  # py-spy --locals: arguments and locals of every frame (the peer of a send/recv)
-    flight_recorder: bool = False  # fetch Flight Recorder traces from torch's debug worker servers, where they run
-    fr_dir: str | None = None  # read the ranks' Flight Recorder dump files in this folder, on each node
-    nonblocking: bool = False
-    dump_timeout: float = 10.0
-    timeout: float = 60.0  # the whole collection, every node included
+__all__ = ["CollectOptions", "Gathered", "Selection"]  # the collector's contract, as the front ends use it
 
 
 @dataclass

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 from hangdoctor.collector import node, procs
 from hangdoctor.sources.pyspy import pyspy_version
 from hangdoctor.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
-from hangdoctor.sources import CollectOptions, Gathered
+from hangdoctor.sources import CollectOptions, Gathered, Selection
 
 RUN_KEY = "TORCHELASTIC_RUN_ID"
 
@@ -50,14 +51,10 @@ def pick_torchrun_job(run_id: str | None) -> tuple[str, list[int]]:
 def collect_here(options: CollectOptions, *, match: dict | None = None, pids: list[int] | None = None,
                  source: str, progress=None, among: list[int] | None = None) -> Gathered:
     """One node document for this machine, within options.timeout."""
-    doc = node.collect({
-        "among": among, "pyspy_version": pyspy_version(options.pyspy),
-        "pyspy": options.pyspy, "match": match or {}, "pids": pids or [], "samples": options.samples,
-        "interval": options.interval, "native": options.native, "nonblocking": options.nonblocking,
-        "locals": options.locals, "flight_recorder": options.flight_recorder, "fr_dir": options.fr_dir,
-        "dump_timeout": options.dump_timeout, "deadline": time.time() + options.timeout,
-        "filter_node": False,  # one machine: every matching process is ours, whatever slurmd started it
-    }, progress)
+    options = replace(options, pyspy_version=options.pyspy_version or pyspy_version(options.pyspy))
+    # all_nodes: one machine, every matching process is ours, whatever slurmd started it
+    selection = Selection(match=match or {}, pids=pids or [], all_nodes=True, among=among)
+    doc = node.collect(options, selection, deadline=time.time() + options.timeout, progress=progress)
     return Gathered(source=source, docs=[doc])
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from hangdoctor.sources import CollectOptions
+from hangdoctor.collector.options import to_argv
+from hangdoctor.sources import CollectOptions, Selection
 from hangdoctor.sources.pyspy import pyspy_version
 
 COLLECTOR_MAIN = Path(__file__).resolve().parents[1] / "collector" / "__main__.py"
@@ -22,29 +24,11 @@ CHUNK = "hangdoctor-chunk "
 def collector_argv(options: CollectOptions, *, python: str = sys.executable, match: dict | None = None,
                    time_limit: float, node: str | None = None, chunked: bool = False) -> list[str]:
     # -S: no site-packages (the collector is stdlib only), a third of Python's start-up saved on every node.
-    argv = [python, "-S", str(COLLECTOR_MAIN), "--py-spy", options.pyspy, "--samples", str(options.samples),
-            "--interval", f"{options.interval:g}", "--dump-timeout", f"{options.dump_timeout:g}",
+    # pyspy_version: saves every node a `py-spy --version`; the same path is the same py-spy on a shared install
+    options = replace(options, pyspy_version=options.pyspy_version or pyspy_version(options.pyspy))
+    argv = [python, "-S", str(COLLECTOR_MAIN), *to_argv(options, Selection(match=match or {}, node=node)),
             "--time-limit", f"{time_limit:g}"]
-    for key, value in (match or {}).items():
-        argv += ["--match", key if value is None else f"{key}={value}"]
-    version = pyspy_version(options.pyspy)
-    if version:  # saves every node a `py-spy --version`; the same path is the same py-spy on a shared install
-        argv += ["--pyspy-version", version]
-    if options.native:
-        argv.append("--native")
-    if options.nonblocking:
-        argv.append("--nonblocking")
-    if options.locals:
-        argv.append("--locals")
-    if options.flight_recorder:
-        argv.append("--flight-recorder")
-    if options.fr_dir:
-        argv += ["--fr-dir", options.fr_dir]
-    if node:
-        argv += ["--node", node]
-    if chunked:
-        argv.append("--chunked")
-    return argv
+    return argv + ["--chunked"] if chunked else argv
 
 
 def read_chunked(stdout: str) -> tuple[list[dict], list[str]]:

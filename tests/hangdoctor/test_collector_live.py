@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hangdoctor.collector import compact, dump, node
+from hangdoctor.collector.options import CollectOptions, Selection
 from hangdoctor.collector.procs import find_ranks
 from tests.hangdoctor.livejobs import Procs, proc_state
 from tests.support import PYTHON, REPO, child_env, run_bounded
@@ -83,10 +84,10 @@ def test_a_blocking_dump_of_a_d_state_process_times_out_within_its_bound():
 def test_a_process_that_exited_is_gone(tmp_path):
     zombie = subprocess.Popen([PYTHON, "-c", "pass"])  # not waited for: a zombie until the end of the test
     __import__("time").sleep(1.0)
-    doc = node.collect({"pyspy": PYSPY, "pids": [zombie.pid], "samples": 1})
+    doc = node.collect(CollectOptions(pyspy=PYSPY), Selection(pids=[zombie.pid]))
     assert doc["processes"][0]["samples"][0]["status"] == "gone"
     zombie.wait()
-    doc = node.collect({"pyspy": PYSPY, "pids": [zombie.pid], "samples": 1})
+    doc = node.collect(CollectOptions(pyspy=PYSPY), Selection(pids=[zombie.pid]))
     assert doc["errors"] == [f"pid {zombie.pid}: no such process"]
 
 
