@@ -6,7 +6,10 @@ Order of construction, and why:
 3. the PipelineModule, which builds only this stage's layers and the tied-module groups;
 4. AdamW param groups, recorded by name BEFORE deepspeed.initialize, because ZeRO-1 then replaces the
    optimizer's groups with flat fp32 partitions (weightdiff's param-group audit needs the real mapping);
-5. deepspeed.initialize with torch's AdamW (DeepSpeed's own "Adam" would JIT-compile fused_adam, 121 s).
+5. deepspeed.initialize with torch's AdamW (DeepSpeed's own "Adam" would JIT-compile fused_adam, 121 s);
+6. with ZeRO-0, our gradient clipping (grad_clip.py) as AdamW's step pre-hook, in place of DeepSpeed's, whose
+   ZeRO-0 global norm is wrong under pipeline parallelism. Its norm group is created before the
+   PipelineModule's groups, as every rank's new_group calls must come in the same order.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch.distributed as dist
 from topology import ParallelDims, RankCoords
 from trainer.config import TrainConfig
 from trainer.faults import FaultInjector
+from trainer.grad_clip import GlobalGradClipper, make_norm_group
 from trainer.model import (
     AddLearnedPositions,
     EmbeddingPipe,
@@ -41,6 +45,14 @@ class BuiltEngine:
     engine: object  # deepspeed.runtime.pipe.engine.PipelineEngine
     groups_by_name: dict[str, dict]  # parameter name -> its optimizer group's hyperparameters
     shape: GPTShape
+    clipper: GlobalGradClipper | None = None  # ZeRO-0 only: our global norm and clipping
+
+    def global_grad_norm(self) -> float | None:
+        """The global gradient norm before clipping of the last step: ours with ZeRO-0, DeepSpeed's with ZeRO-1."""
+        if self.clipper is not None:
+            return self.clipper.last_norm
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else None
 
 
 def deepspeed_topology(dims: ParallelDims):
@@ -65,7 +77,8 @@ def ds_config(cfg: TrainConfig, dims: ParallelDims) -> dict:
         "train_batch_size": cfg.global_batch_size,
         "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps(dims),
-        "gradient_clipping": cfg.clip_grad,
+        # ZeRO-1 clips in DeepSpeed's ZeRO optimizer (its norm is the true one); ZeRO-0 clips in grad_clip.py
+        "gradient_clipping": cfg.clip_grad if cfg.zero_stage == 1 else 0.0,
         "zero_optimization": {"stage": cfg.zero_stage},
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
@@ -94,6 +107,7 @@ def build_engine(cfg: TrainConfig, dims: ParallelDims, coords: RankCoords, fault
     shape = GPTShape(vocab=cfg.padded_vocab_size, hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
                      seq=cfg.seq_length, layers=cfg.num_layers, embed_layernorm=cfg.embed_layernorm, seed=cfg.seed)
     tp_group = make_tp_group(dims, coords) if dims.tp > 1 else None
+    norm_group = make_norm_group(dims, coords) if cfg.zero_stage == 0 else None
     module = PipelineModule(
         layers=gpt_layer_specs(shape, tp_group),
         topology=deepspeed_topology(dims),
@@ -110,5 +124,10 @@ def build_engine(cfg: TrainConfig, dims: ParallelDims, coords: RankCoords, fault
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
     groups_by_name = param_groups_by_name(module, optimizer)  # by identity, before ZeRO flattens the groups
     engine, _, _, _ = deepspeed.initialize(model=module, optimizer=optimizer, config=ds_config(cfg, dims))
+    clipper = None
+    if cfg.zero_stage == 0:
+        assert engine.optimizer is optimizer, "ZeRO-0 in fp32 steps the client optimizer itself"
+        clipper = GlobalGradClipper(module.parameters(), max_norm=cfg.clip_grad, tp_rank=coords.tp, group=norm_group)
+        optimizer.register_step_pre_hook(clipper.step_pre_hook)
     faults.install(engine)
-    return BuiltEngine(engine, groups_by_name, shape)
+    return BuiltEngine(engine, groups_by_name, shape, clipper)

@@ -85,15 +85,15 @@ def _dump_weights(ctx: RunContext, built: BuiltEngine, tag: str) -> None:
                     coords=ctx.coords, param_groups=built.groups_by_name, mode=cfg.dump_mode)
 
 
-def _log_iteration(ctx: RunContext, loss: float, seconds: float, engine) -> None:
-    cfg = ctx.cfg
-    grad_norm = engine.get_global_grad_norm()
+def _log_iteration(ctx: RunContext, loss: float, seconds: float, built: BuiltEngine) -> None:
+    cfg, engine = ctx.cfg, built.engine
+    grad_norm = built.global_grad_norm()
     stats = IterationStats(
         iteration=ctx.iteration, train_iters=cfg.train_iters,
         consumed_samples=ctx.iteration * cfg.global_batch_size,
         consumed_tokens=ctx.iteration * cfg.global_batch_size * cfg.seq_length,
         elapsed_ms=seconds * 1000.0, learning_rate=engine.get_lr()[0], global_batch_size=cfg.global_batch_size,
-        lm_loss=loss, grad_norm=float(grad_norm) if grad_norm is not None else None, seq_length=cfg.seq_length,
+        lm_loss=loss, grad_norm=grad_norm, seq_length=cfg.seq_length,
         samples_per_second=cfg.global_batch_size / seconds,
         tflops=megatron_tflops(
             global_batch_size=cfg.global_batch_size, seq_length=cfg.seq_length, num_layers=cfg.num_layers,
@@ -151,6 +151,6 @@ def _build_and_train(ctx: RunContext) -> None:
         seconds = time.perf_counter() - began
         _dump_weights(ctx, built, "after")
         if ctx.is_logging_rank:
-            _log_iteration(ctx, loss, seconds, engine)
+            _log_iteration(ctx, loss, seconds, built)
         if cfg.save_interval and iteration % cfg.save_interval == 0:
             engine.save_checkpoint(str(checkpoints))
