@@ -48,10 +48,24 @@ class RunContext:
 def prepare(cfg: TrainConfig, ident: ProcessIdentity) -> RunContext:
     """Validate everything that can be validated before any process group exists. Raises ValueError."""
     dims = cfg.validate(ident.world_size)
+    _check_run_dir(Path(cfg.run_dir), cfg.resume)
     coords = dims.coords(ident.rank)
     faults = FaultInjector(cfg.faults, dims=dims, coords=coords, embed_layernorm=cfg.embed_layernorm,
                            forward_passes_per_iteration=cfg.gradient_accumulation_steps(dims))
     return RunContext(cfg, ident, dims, coords, faults)
+
+
+def _check_run_dir(run_dir: Path, resume: bool) -> None:
+    """A run folder that holds an earlier run is continued with --resume, never silently written over: its
+    config.json, its metrics and its checkpoints' `latest` would be replaced or mixed with this run's."""
+    if resume:
+        return
+    earlier = [name for name in ("config.json", "metrics.jsonl") if (run_dir / name).exists()]
+    earlier += [f"{name}/" for name in ("checkpoints", "weights")
+                if (run_dir / name).is_dir() and any((run_dir / name).iterdir())]
+    if earlier:
+        raise ValueError(f"--run-dir {run_dir} holds an earlier run ({', '.join(earlier)}): pass --resume to "
+                         f"continue it, or a new --run-dir")
 
 
 def _quiet_deepspeed() -> None:

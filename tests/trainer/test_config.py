@@ -95,3 +95,16 @@ def test_skip_loss_broadcast_selects_ranks_of_the_last_stage(fault, skipping):
     chosen = [r for r in range(8)
               if FaultInjector([fault], dims=dims, coords=dims.coords(r), embed_layernorm=False)._skips_broadcast(parse_fault(fault))]
     assert chosen == skipping
+
+
+@pytest.mark.parametrize("earlier", [["config.json"], ["metrics.jsonl"], ["checkpoints/latest"], ["weights/w.json"]])
+def test_a_run_dir_with_an_earlier_run_needs_resume(tmp_path, earlier):
+    run_dir = tmp_path / "run"
+    for name in earlier:
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_text("earlier\n")
+    result = run_trainer("--run-dir", str(run_dir))
+    assert result.returncode == 2, result.output[-2000:]
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: --run-dir {run_dir} holds an earlier run (") and "pass --resume" in line
+    assert all((run_dir / name).read_text() == "earlier\n" for name in earlier)
