@@ -17,7 +17,8 @@ from hangdoctor.analysis.classes import RankClass, progress_word, where
 from hangdoctor.analysis.suspects import UNRESPONSIVE_REASONS
 from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.identity import natural_key
-from hangdoctor.render.text import PALETTE, box_frames, pinned_frames, run_lines, stack_lines
+from hangdoctor.render.roles import colour, first_role, roles_of
+from hangdoctor.render.text import box_frames, pinned_frames, run_lines, stack_lines
 from topology import fold_ranks
 
 
@@ -30,8 +31,9 @@ def rank_word(ranks: list[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {folded(ranks)}"
 
 
-def class_colour(cls: RankClass) -> str:
-    return PALETTE[(cls.id - 1) % len(PALETTE)]
+def class_colour(cls: RankClass, roles: dict[int, str]) -> str:
+    """The colour of the class's role (render/roles.py), the same as in the HTML picture."""
+    return colour(first_role(cls.ranks, roles))
 
 
 def header(verdict: Verdict) -> Text:
@@ -88,7 +90,8 @@ def verdict_panel(verdict: Verdict) -> Panel:
 
 
 def merged_tree(verdict: Verdict) -> Tree:
-    colour_of = {rank: class_colour(cls) for cls in verdict.classes for rank in cls.ranks}
+    roles = roles_of(verdict)
+    colour_of = {rank: class_colour(cls, roles) for cls in verdict.classes for rank in cls.ranks}
     class_of = {rank: cls.id for cls in verdict.classes for rank in cls.ranks}
     root = verdict.tree
     threads = ", every thread" if verdict.all_threads else ""
@@ -112,11 +115,12 @@ def merged_tree(verdict: Verdict) -> Tree:
     return tree
 
 
-def class_table(cls: RankClass, verdict: Verdict, max_nodes: int) -> Group:
+def class_table(cls: RankClass, verdict: Verdict, max_nodes: int, roles: dict[int, str] | None = None) -> Group:
     views = verdict.views
     state = progress_word(cls.progress)
     title = Text.assemble(
-        (f"class {cls.id}", "bold " + class_colour(cls)), " · majority" if cls.majority else "",
+        (f"class {cls.id}", "bold " + class_colour(cls, roles if roles is not None else roles_of(verdict))),
+        " · majority" if cls.majority else "",
         f" · {len(cls.ranks)} rank{'s' if len(cls.ranks) != 1 else ''} {folded(cls.ranks)} · ",
         (cls.status if cls.status != "ok" else state, "bold"), f" · {cls.position}")
     table = Table(title=title, title_justify="left", expand=False)
@@ -150,8 +154,9 @@ def render_verdict(verdict: Verdict, console: Console, *, max_classes: int = 8, 
     console.print(verdict_panel(verdict))
     console.print(merged_tree(verdict))
     console.print()
+    roles = roles_of(verdict)
     for cls in verdict.classes[:max_classes]:
-        console.print(class_table(cls, verdict, max_nodes))
+        console.print(class_table(cls, verdict, max_nodes, roles))
         console.print()
     if len(verdict.classes) > max_classes:
         rest = verdict.classes[max_classes:]

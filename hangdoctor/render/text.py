@@ -8,10 +8,6 @@ from hangdoctor.analysis.tree import TreeNode, chains
 from hangdoctor.model import Frame
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-           "#7f7f7f"]
-STATUS_COLOURS = {"stopped": "#b30000", "d-state": "#b30000", "timeout": "#cc6600", "gone": "#666666",
-                  "missing": "#666666", "ptrace-denied": "#999999", "not-python": "#999999", "error": "#999999"}
 
 
 def short_name(name: str, limit: int = 90) -> str:
