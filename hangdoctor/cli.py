@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rich.console import Console
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None, *, out: Console | None = None, err: Cons
     if not getattr(args, "verb", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    out = out or Console(highlight=False, soft_wrap=False, emoji=False)
+    # Piped into a file, rich would wrap at 80 columns and mangle saved logs: a pipe gets 160 unless COLUMNS says
+    piped = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    out = out or Console(highlight=False, soft_wrap=False, emoji=False, width=piped)
     err = err or Console(stderr=True, highlight=False, emoji=False)
     try:
         if args.verb in ("analyze", "attach"):  # a million small objects at 100k ranks

@@ -43,19 +43,34 @@ def header(verdict: Verdict) -> Text:
     return Text(f"hangdoctor · {verdict.source} · {topo} · {sampling}", style="dim")
 
 
+def hang(body: Text, indent: int = 2) -> Table:
+    """The text indented, its continuation lines too (a hanging indent): readable at 80 columns."""
+    grid = Table.grid(padding=0, expand=True)
+    grid.add_column(width=indent, no_wrap=True)
+    grid.add_column(ratio=1)
+    grid.add_row("", body)
+    return grid
+
+
+def _coords(ranks: list[int], verdict: Verdict) -> str:
+    """Where the ranks sit, after their numbers; nothing when the topology is unknown (it would repeat them)."""
+    return f"  {where(ranks, verdict.dims)}" if verdict.dims is not None else ""
+
+
 def verdict_panel(verdict: Verdict) -> Panel:
     style = {True: "bold red", False: "bold green", None: "bold yellow"}[verdict.hung]
-    lines: list[Text] = [Text(verdict.headline, style=style), Text("")]
+    lines: list = [Text(verdict.headline, style=style), Text("")]
     if verdict.places:
         lines.append(Text("Who is where", style="bold"))
         for place in verdict.places:
             state = progress_word(place.progress)
             verb = ("waits in" if len(place.ranks) == 1 else "wait in") if place.wait is not None else \
                 ("is" if len(place.ranks) == 1 else "are")
-            lines.append(Text.assemble(
-                ("  " + rank_word(place.ranks), "bold"), f"  {place.where}  ", (f"{verb} {place.position}", "cyan"),
+            lines.append(hang(Text.assemble(
+                (rank_word(place.ranks), "bold"), f"{_coords(place.ranks, verdict)}  ",
+                (f"{verb} {place.position}", "cyan"),
                 (f"  [{state}, {place.activity}]",
-                 "red" if state == "stuck" else "green" if state == "progressing" else "yellow")))
+                 "red" if state == "stuck" else "green" if state == "progressing" else "yellow"))))
     silent = dict(verdict.unresponsive)
     if verdict.missing:
         silent["missing"] = verdict.missing
@@ -64,17 +79,17 @@ def verdict_panel(verdict: Verdict) -> Panel:
         for status, ranks in silent.items():
             hosts = sorted({verdict.views[r].identity.host for r in ranks if r in verdict.views}, key=natural_key)
             on = f" on {', '.join(hosts[:4])}{', …' if len(hosts) > 4 else ''}" if hosts else ""
-            lines.append(Text.assemble(("  " + rank_word(ranks), "bold"), f"  {where(ranks, verdict.dims)}{on}: ",
-                                       (UNRESPONSIVE_REASONS.get(status, status), "red")))
+            lines.append(hang(Text.assemble((rank_word(ranks), "bold"), f"{_coords(ranks, verdict)}{on}: ",
+                                            (UNRESPONSIVE_REASONS.get(status, status), "red"))))
     if verdict.suspects:
         lines.append(Text("Suspects", style="bold"))
         for suspect in verdict.suspects:
             colour = {"high": "bold red", "medium": "bold yellow", "low": "dim"}[suspect.confidence]
-            lines.append(Text.assemble(("  " + rank_word(suspect.ranks), "bold red"), f"  {suspect.where}  ",
-                                       (f"[{suspect.confidence}: {suspect.kind}] ", colour), suspect.reason))
+            lines.append(hang(Text.assemble((rank_word(suspect.ranks), "bold red"), f"{_coords(suspect.ranks, verdict)}  ",
+                                            (f"[{suspect.confidence}: {suspect.kind}] ", colour), suspect.reason)))
             seen = "; ".join(item["text"] for item in suspect.evidence if item["type"] != "status")
             if seen:
-                lines.append(Text(f"      evidence: {seen}", style="dim"))
+                lines.append(hang(Text(f"evidence: {seen}", style="dim"), 6))
     if verdict.set_aside:
         lines.append(Text("Set aside (not ranks)", style="bold"))
         groups: dict[tuple[str, str], list] = defaultdict(list)
@@ -82,10 +97,11 @@ def verdict_panel(verdict: Verdict) -> Panel:
             groups[(item.role, item.why)].append(item)
         for (role, why), items in groups.items():
             pids = ", ".join(f"{a.pid} on {a.host}" for a in items[:4]) + (", …" if len(items) > 4 else "")
-            lines.append(Text(f"  {len(items)} {role}{'s' if len(items) > 1 else ''}: {why}: pid {pids}", style="dim"))
+            lines.append(hang(Text(f"{len(items)} {role}{'s' if len(items) > 1 else ''}: {why}: pid {pids}",
+                                   style="dim")))
     if verdict.hints:
         lines.append(Text("Hints", style="bold"))
-        lines.extend(Text("  " + hint, style="yellow") for hint in verdict.hints)
+        lines.extend(hang(Text(hint, style="yellow")) for hint in verdict.hints)
     return Panel(Group(*lines), title="verdict", title_align="left", border_style=style.split()[-1])
 
 
