@@ -207,6 +207,11 @@ def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | N
     if out_dir is not None and results:
         written = write_outputs(results, out_dir, title=args.title, metrics=args.plot)
         err.print(f"Wrote {', '.join(p.name for p in written)} in {out_dir}/", markup=False, highlight=False)
+        from hangdoctor.experiments.plots import plots_available
+
+        if args.plot and not plots_available():
+            err.print("Warning: no plots: matplotlib is not installed (pip install 'hangdoctor[plots]')",
+                      markup=False, highlight=False)
 
 
 def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -2,21 +2,23 @@
 interrupted experiment still has its tables.
 
     OUT/matrix.json    the matrix as it was run
-    OUT/results.csv    one row per run (pandas), every field of RunResult, a column per toggle
+    OUT/results.csv    one row per run, every field of RunResult, a column per toggle
     OUT/results.json   the same rows as JSON (what --json prints)
     OUT/results.md     the seeds-style markdown table
-    OUT/throughput.png tokens/s per configuration and toggle (and tflops.png, ...: one per --plot metric)
+    OUT/throughput.png tokens/s per configuration and toggle (and tflops.png, ...: one per --plot metric), when
+                       matplotlib is installed (the `plots` extra); the tables are written without it
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from hangdoctor.experiments.plots import METRICS, plot_metric
+from hangdoctor.experiments.plots import METRICS, plot_metric, plots_available
 from hangdoctor.experiments.results import RESULT_NAME, RunResult
-from hangdoctor.experiments.tables import render_markdown, to_dataframe
+from hangdoctor.experiments.tables import csv_rows, render_markdown
 
 
 def load_results(out: Path) -> list[RunResult]:
@@ -43,10 +45,12 @@ def write_outputs(results: Sequence[RunResult], out: Path, *, title: str = "", m
                   "tflops")) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    to_dataframe(results).to_csv(out / "results.csv", index=False)
+    header, rows = csv_rows(results)
+    with open(out / "results.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows([header, *rows])
     (out / "results.json").write_text(results_json(results))
     (out / "results.md").write_text(render_markdown(results, title=title))
     written += [out / "results.csv", out / "results.json", out / "results.md"]
-    for metric in metrics:
+    for metric in metrics if plots_available() else ():
         written.append(plot_metric(results, out / METRICS[metric][2], metric))
     return written

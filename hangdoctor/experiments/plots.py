@@ -6,6 +6,8 @@ at zero when the run hung before giving a figure). matplotlib (Agg) is imported 
 
 from __future__ import annotations
 
+import importlib.util
+
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +33,11 @@ def config_label(config: str, results: Sequence[RunResult]) -> str:
     if first is None:
         return config
     return f"{config}\nTP={first.tp} PP={first.pp} DP={first.dp}"
+
+
+def plots_available() -> bool:
+    """matplotlib is an extra (`pip install 'hangdoctor[plots]'`): login nodes need no plotting library."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def plot_metric(results: Sequence[RunResult], path: Path, metric: str = "tokens") -> Path:

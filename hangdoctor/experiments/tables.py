@@ -21,8 +21,6 @@ from throughput.model_size import format_params
 
 FIGURE_COLUMNS = ("Sec/it", "TFLOPs", "Samples/s", "Tokens/s")
 SHORT_NOTE = 30  # longer notes go below the terminal table
-INTEGER_FIELDS = ("index", "repeat", "exit_code", "gpus", "tp", "pp", "dp", "mbs", "gbs", "seq_length", "params",
-                  "last_iteration", "train_iters", "warmup")
 
 
 def format_number(value: float | None) -> str:
@@ -138,10 +136,9 @@ def render_table(results: Sequence[RunResult], console: Console, *, title: str =
         console.print(line, markup=False, highlight=False)
 
 
-def to_dataframe(results: Sequence[RunResult]):
-    """One row per run, every RunResult field, each toggle in a column of its own (pandas imported here)."""
-    import pandas as pd
-
+def csv_rows(results: Sequence[RunResult]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): one row per run, every RunResult field, each toggle in a column of its own; a missing value
+    is an empty cell, integers stay integers (standard library only: the csv module writes them)."""
     toggles = toggle_names(results)
     records = []
     for r in results:
@@ -149,8 +146,6 @@ def to_dataframe(results: Sequence[RunResult]):
         row.pop("toggles")
         row.update({name: r.toggles.get(name) for name in toggles})
         records.append(row)
-    frame = pd.DataFrame.from_records(records)
-    for name in INTEGER_FIELDS:  # integers stay integers next to missing values (not 2.0 and NaN)
-        if name in frame:
-            frame[name] = frame[name].astype("Int64")
-    return frame
+    header = list(dict.fromkeys(key for row in records for key in row))
+    cell = lambda value: "" if value is None else str(value)  # noqa: E731
+    return header, [[cell(row.get(key)) for key in header] for row in records]
