@@ -18,6 +18,7 @@ if __package__ in (None, ""):  # started by file path on a node: make `hangdocto
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from hangdoctor.collector import node  # noqa: E402
+from hangdoctor.collector.framing import frame_lines  # noqa: E402
 from hangdoctor.collector.options import add_arguments, from_namespace  # noqa: E402
 
 
@@ -28,21 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-limit", type=float, default=None, help="seconds this collector may take in all")
     parser.add_argument("--out", default="-", help="output file (written atomically), or - for stdout")
     parser.add_argument("--chunked", action="store_true",
-                        help=f"print the document as short '{CHUNK} NODE I N TEXT' lines (pdsh and srun cut long lines)")
+                        help="print the document as short numbered frame lines (collector/framing.py: srun and pdsh "
+                             "cut long lines)")
     parser.add_argument("--progress", action="store_true", help="print 'hangdoctor-progress NODE DONE/TOTAL' on stderr")
     return parser
 
 
-CHUNK = "hangdoctor-chunk"
-CHUNK_SIZE = 800  # srun --label cuts lines at 1024 bytes, pdsh at 128 KiB
-
-
 def write_chunked(doc: dict) -> None:
-    text = json.dumps(doc, separators=(",", ":"))  # compact JSON has no newline
-    pieces = [text[i:i + CHUNK_SIZE] for i in range(0, len(text), CHUNK_SIZE)] or [""]
-    node_name = str(doc.get("node") or "node").replace(" ", "_")
-    for index, piece in enumerate(pieces):
-        sys.stdout.write(f"{CHUNK} {node_name} {index} {len(pieces)} {piece}\n")
+    sys.stdout.write("".join(line + "\n" for line in frame_lines(doc)))
     sys.stdout.flush()
 
 

@@ -9,6 +9,7 @@ everywhere and a misspelt one fails at once. Fields marked `wire=False` stay on 
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import MISSING, dataclass, field, fields
 
 
@@ -90,14 +91,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 parser.add_argument(flag, dest=f.name, type=kind, default=f.default)
 
 
-def from_namespace(ns: argparse.Namespace) -> tuple[CollectOptions, Selection]:
-    """Raises ValueError with a one-line reason."""
-    match = {}
-    for item in ns.match:
+def parse_match(items: list[str]) -> dict[str, str | None]:
+    """["SLURM_JOB_ID=12", "RANK"] -> {"SLURM_JOB_ID": "12", "RANK": None}. Raises ValueError naming the item."""
+    match: dict[str, str | None] = {}
+    for item in items:
         key, sep, value = item.partition("=")
-        if not key:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
             raise ValueError(f"--match {item!r}: expected KEY or KEY=VALUE")
         match[key] = value if sep else None
+    return match
+
+
+def from_namespace(ns: argparse.Namespace) -> tuple[CollectOptions, Selection]:
+    """Raises ValueError with a one-line reason."""
+    match = parse_match(ns.match)
     options = CollectOptions(**{f.name: getattr(ns, f.name) for f in _wire(CollectOptions)})
     selection = Selection(**{f.name: getattr(ns, f.name) for f in _wire(Selection) if f.name != "match"}, match=match)
     if options.samples < 1 or options.interval < 0 or options.dump_timeout <= 0:

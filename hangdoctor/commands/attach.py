@@ -27,6 +27,7 @@ from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_to
                                         positive_float, show, topology_flags, wait_table, write_text)
 from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                                INTERRUPTED_TEXT, CommandError)
+from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
 
@@ -97,14 +98,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_match(items: list[str]) -> dict:
-    match = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-            raise CommandError(f"--match {item!r}: expected KEY or KEY=VALUE", "e.g. --match MASTER_PORT=29500",
-                               EXIT_USAGE)
-        match[key] = value if sep else None
-    return match
+    try:
+        return match_items(items)
+    except ValueError as exc:
+        raise CommandError(str(exc), "e.g. --match MASTER_PORT=29500", EXIT_USAGE) from None
 
 
 def check_args(args: argparse.Namespace) -> None:

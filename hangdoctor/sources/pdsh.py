@@ -21,7 +21,8 @@ from pathlib import Path
 from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered
-from hangdoctor.sources.remote import collector_argv, read_chunked
+from hangdoctor.collector.framing import read_frames
+from hangdoctor.sources.remote import collector_argv
 
 _SAFE = re.compile(r"^[A-Za-z0-9_./:=%+,@-]+$")
 
@@ -72,7 +73,7 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # pdsh and our collectors: never the job's processes
         out, err = proc.communicate()
-    docs, broken = read_chunked(out)
+    docs, broken = read_frames(out)
     answered = {doc.get("node") for doc in docs}
     failed = [NodeReport(name=node, ok=False, error="its output arrived incomplete") for node in broken]
     for host in hosts:

@@ -6,7 +6,6 @@ any Python 3 that sees this file (a shared file system), whether or not hangdoct
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +17,6 @@ from hangdoctor.sources.pyspy import pyspy_version
 COLLECTOR_MAIN = Path(__file__).resolve().parents[1] / "collector" / "__main__.py"
 
 
-CHUNK = "hangdoctor-chunk "
 
 
 def collector_argv(options: CollectOptions, *, python: str = sys.executable, match: dict | None = None,
@@ -29,31 +27,3 @@ def collector_argv(options: CollectOptions, *, python: str = sys.executable, mat
     argv = [python, "-S", str(COLLECTOR_MAIN), *to_argv(options, Selection(match=match or {}, node=node)),
             "--time-limit", f"{time_limit:g}"]
     return argv + ["--chunked"] if chunked else argv
-
-
-def read_chunked(stdout: str) -> tuple[list[dict], list[str]]:
-    """Documents printed with --chunked, whatever prefix the transport adds ("host: ", "0: ").
-
-    Returns (documents, nodes whose chunks were incomplete or unreadable)."""
-    parts: dict[str, dict[int, str]] = {}
-    counts: dict[str, int] = {}
-    for line in stdout.splitlines():
-        start = line.find(CHUNK)
-        if start < 0:
-            continue
-        fields = line[start + len(CHUNK):].split(" ", 3)
-        if len(fields) < 3 or not fields[1].isdigit() or not fields[2].isdigit():
-            continue
-        node, index, total = fields[0], int(fields[1]), int(fields[2])
-        parts.setdefault(node, {})[index] = fields[3] if len(fields) > 3 else ""
-        counts[node] = total
-    docs, broken = [], []
-    for node, pieces in parts.items():
-        if len(pieces) != counts[node]:
-            broken.append(node)
-            continue
-        try:
-            docs.append(json.loads("".join(pieces[i] for i in range(counts[node]))))
-        except (ValueError, KeyError):
-            broken.append(node)
-    return docs, broken

@@ -161,8 +161,8 @@ def test_chunked_output_survives_transports_that_cut_long_lines():
                              timeout=60, env=child_env())
     lines = result.stdout.splitlines()
     assert len(lines) > 1 and all(len(line) < 1000 for line in lines)
-    from hangdoctor.sources.remote import read_chunked
-    docs, broken = read_chunked("\n".join(f"0: {line}" for line in lines))
+    from hangdoctor.collector.framing import read_frames
+    docs, broken = read_frames("\n".join(f"0: {line}" for line in lines))
     assert not broken and docs[0]["node"] == "nX" and docs[0]["processes"][0]["rank"] == 0
 
 
