@@ -43,7 +43,7 @@ def where(ranks: list[int], dims: ParallelDims | None) -> str:
     Memoised: the same sets come back for places, classes, suspects and hints, and describing a large
     irregular set costs tenths of a second at 16,384 ranks."""
     if dims is None:
-        return f"ranks {fold_ranks(ranks)}"
+        return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {fold_ranks(ranks)}"
     return _describe(tuple(ranks), dims)
 
 
@@ -70,8 +70,9 @@ def build_classes(views: list[RankView], dims: ParallelDims | None) -> list[Rank
     classes.sort(key=lambda c: (c.status != OK, -len(c.ranks), c.ranks[0]))
     for number, cls in enumerate(classes, start=1):
         cls.id = number
-    if classes and classes[0].status == OK:
-        classes[0].majority = True
+    answered = [c for c in classes if c.status == OK]
+    if answered and (len(answered) == 1 or len(answered[0].ranks) > len(answered[1].ranks)):
+        answered[0].majority = True  # a tie has no majority: either side may be the odd one
     return classes
 
 

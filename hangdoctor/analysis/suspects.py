@@ -39,10 +39,10 @@ UNRESPONSIVE_REASONS = {
     STOPPED: "stopped (state T): SIGSTOPped or held by a debugger; it cannot progress until it gets SIGCONT",
     D_STATE: "in D state (uninterruptible sleep): blocked in the kernel (filesystem, driver, device)",
     TIMEOUT: "timed out: py-spy did not answer in time (stuck in the kernel, or the machine overloaded)",
-    GONE: "gone: it exited during collection",
+    GONE: "it exited during collection",
     NOT_PYTHON: "not Python: py-spy found no Python interpreter in it",
     ERROR: "py-spy failed on it",
-    MISSING: "missing: no collector found it (it exited before collection, or its node did not answer)",
+    MISSING: "no collector found it (it exited before collection, or its node did not answer)",
 }
 _UNRESPONSIVE_SURE = {STOPPED: "high", D_STATE: "high", GONE: "medium", MISSING: "medium"}
 _ORDER = ("busy", "straggler", "local-wait", "unresponsive-high", "other-call", "inside-call", "outside",

@@ -80,5 +80,6 @@ def stack_lines(stack: tuple[Frame, ...], *, innermost: int = 12, limit: int = 1
     folded = runs(list(stack))
     lines = [frame_text(f, limit) + (f" ×{n}" if n > 1 else "") for f, n in folded[:innermost]]
     if len(folded) > innermost:
-        lines.append(f"… {len(folded) - innermost} outer frames")
+        outer = len(folded) - innermost
+        lines.append(f"… {outer} outer frame{'s' if outer > 1 else ''}")
     return lines

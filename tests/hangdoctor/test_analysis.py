@@ -73,8 +73,10 @@ def test_tree_carries_rank_sets_on_every_edge():
 
 def test_classes_majority_first_with_coordinates_and_nodes():
     v = verdict_of("gloo8_mixed.node.json")
-    assert [(c.folded, c.status, c.majority) for c in v.classes] == [
-        ("0-1,3", OK, True), ("4-6", OK, False), ("7", OK, False), ("2", STOPPED, False)]
+    assert [(c.folded, c.status, c.majority) for c in v.classes] == [  # 3 against 3: a tie has no majority
+        ("0-1,3", OK, False), ("4-6", OK, False), ("7", OK, False), ("2", STOPPED, False)]
+    seed = verdict_of("seed-style", world_size=320)
+    assert [(len(c.ranks), c.majority) for c in seed.classes[:2]] == [(12, True), (3, False)]
     assert v.classes[0].where == "pp=0 dp=0 (all tp); pp=0 dp=1 tp=1" and v.classes[0].hosts == ["vm"]
     assert v.classes[3].states == {"T": 1} and v.classes[3].stack[0].name == "freeze"
 
