@@ -12,14 +12,20 @@ import json
 from collections.abc import Iterator
 from typing import IO
 
-from tracing.records import ENTERS, RankTrace, ThreadTrace
+from tracing.records import ENTERS, GAP, GAP_TEXT, RankTrace, ThreadTrace
 
 
 def _thread_events(rank: int, thread: ThreadTrace, base_ns: int) -> Iterator[dict]:
     stack: list[int] = []  # depths of the B events emitted and not yet ended
     for e in thread.events:
         ts = (e.wall_ns - base_ns) / 1000.0
-        if e.kind in ENTERS:
+        if e.kind == GAP:  # events are missing: end every open slice; OPEN events start the stack again
+            while stack:
+                stack.pop()
+                yield {"ph": "E", "pid": rank, "tid": thread.index, "ts": ts}
+            yield {"ph": "i", "pid": rank, "tid": thread.index, "ts": ts, "s": "t", "name": "tracing interrupted",
+                   "args": {"note": GAP_TEXT}}
+        elif e.kind in ENTERS:
             while stack and stack[-1] >= e.depth:  # a return we never saw (not expected; keeps B/E balanced)
                 stack.pop()
                 yield {"ph": "E", "pid": rank, "tid": thread.index, "ts": ts}

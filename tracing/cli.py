@@ -26,11 +26,27 @@ class CommandError(Exception):
         self.hint = hint
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one Error line (and a hint) with exit code 2, not argparse's usage block
+        self.exit(2, f"Error: {message}\nHint: see `{self.prog} --help`\n")
+
+
+def non_negative(text: str) -> int:
+    """argparse type of counts such as --tail N."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tracing", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    subparsers = parser.add_subparsers(dest="verb", metavar="VERB")
+    subparsers = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb in VERBS:
         module = importlib.import_module(f"tracing.commands.{verb}")
         doc = module.__doc__ or ""
@@ -48,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "run":
         from tracing.commands.run import split_program
         argv, program = split_program(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse printed --help, or one usage Error line
+        return e.code if isinstance(e.code, int) else 2
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return 2

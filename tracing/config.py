@@ -48,6 +48,8 @@ class TraceConfig:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
 
     def to_env(self) -> str:
+        """The settings as HANGDOCTOR_TRACE text. Raises ValueError when one cannot travel there: what from_env()
+        would read back must be these settings, or the tracer would run with others (or refuse, silently)."""
         parts = [f"include={','.join(self.include)}"]
         if self.exclude:
             parts.append(f"exclude={','.join(self.exclude)}")
@@ -62,7 +64,23 @@ class TraceConfig:
             parts.append(f"backend={self.backend}")
         if self.ranks:
             parts.append(f"ranks={self.ranks}")
-        return ";".join(parts)
+        for part in parts:
+            key, _, value = part.partition("=")
+            if ";" in value:
+                raise ValueError(f"{key}={value!r}: ';' separates the settings in {ENV_VAR}, so no value can "
+                                 "hold one; choose a name without ';'")
+            if key not in ("include", "exclude") and value != value.strip():  # patterns are stripped anyway
+                raise ValueError(f"{key}={value!r}: {ENV_VAR} drops leading and trailing spaces; remove them")
+        text = ";".join(parts)
+        if TraceConfig.from_env(text)._carried() != self._carried():
+            raise ValueError(f"these settings do not survive {ENV_VAR}: {text!r}")
+        return text
+
+    def _carried(self) -> tuple:
+        """What the tracer makes of these settings: patterns split at commas, empty values as None."""
+        split = (lambda items: tuple(p.strip() for item in items for p in item.split(",") if p.strip()))
+        return (split(self.include), split(self.exclude), self.out, self.ring, self.stream, self.start_at or None,
+                self.c_calls, self.backend, self.tee, self.ranks or None)
 
     @classmethod
     def from_env(cls, text: str) -> TraceConfig:

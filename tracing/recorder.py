@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable
 
 from tracing import ringformat as fmt
-from tracing.records import C_CALL, C_RETURN, CALL, KIND_WORDS, OPEN, CodeLocation
+from tracing.records import C_CALL, C_RETURN, CALL, GAP, GAP_LOCATION, KIND_WORDS, OPEN, CodeLocation
 from tracing.ringwriter import RingWriter
 from tracing.streamfile import MAX_INDENT, StreamWriter, location_text
 
@@ -48,16 +48,20 @@ class Recorder:
         self.states: dict[int, ThreadState] = {}
         self._lock = threading.Lock()
         self._c_ids: dict[tuple, int] = {}
+        self._next_seq = itertools.count().__next__  # event numbers, shared by emit() and mark_gap()
 
     # -- rare paths: new code locations and new threads ---------------------------------------------------
     def define(self, loc: CodeLocation) -> int:
+        """Every call that can fail (a RecursionError in deep recursion) comes before the first change, so that a
+        failed define leaves no hole in the code ids of the ring's string table."""
+        name = location_text(loc)
+        payload = fmt.encode_location(loc.module, loc.qualname, loc.filename, loc.lineno, loc.is_c)
         with self._lock:
             code_id = len(self.locations)
-            self.locations.append(loc)
-            self.stream_names.append(location_text(loc))
             if self.ring is not None:
-                self.ring.define(code_id, fmt.encode_location(loc.module, loc.qualname, loc.filename, loc.lineno,
-                                                              loc.is_c))
+                self.ring.define(code_id, payload)  # strings_end moves last: a retry writes the same entry again
+            self.locations.append(loc)
+            self.stream_names.append(name)
             return code_id
 
     def c_function_id(self, fn: object, first_arg: object = None) -> int:
@@ -102,6 +106,25 @@ class Recorder:
             state = self.states[ident] = ThreadState(index, stack_off, limit)
             return state
 
+    def mark_gap(self, st: ThreadState) -> None:
+        """This thread's hook was lost and is back: write a GAP event (its depth: the frames recorded open before)
+        and forget its open frames; the caller records the frames open now as OPEN events."""
+        n = self._next_seq()
+        count = st.count
+        st.count = count + 1
+        t = time.perf_counter_ns() - self.t0_mono_ns
+        d, st.depth = st.depth, 0
+        st.cstack.clear()
+        if self.ring is not None:
+            ring = self.ring
+            if st.limit:
+                fmt.U32.pack_into(ring.buf, st.stack_off, 0)
+            fmt.RECORD.pack_into(ring.buf, ring.records_off + (n % ring.capacity) * 32, n, t, 0, min(d, 0xFFFF), GAP,
+                                 st.index, count & 0xFFFFFFFF, n & 0xFFFFFFFF)
+            ring.note_gap()
+        if self.stream is not None and self.stream.fd >= 0:
+            self.stream.write_line(f"{t / 1e9:.6f} {st.index} {d} {_WORDS[GAP]} {GAP_LOCATION.qualname}")
+
     def reset_depths(self) -> None:
         """After a stop: the next start records the open frames afresh, so every stack starts empty."""
         for state in self.states.values():
@@ -118,7 +141,7 @@ class Recorder:
         get_ident = threading.get_ident
         clock = time.perf_counter_ns
         t0 = self.t0_mono_ns
-        next_seq = itertools.count().__next__
+        next_seq = self._next_seq
         is_enter = _IS_ENTER
         ring, stream = self.ring, self.stream
         buf = ring.buf if ring is not None else None

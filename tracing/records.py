@@ -16,8 +16,9 @@ UNWIND = 3  # it was left by an exception
 C_CALL = 4  # a C function was called from selected code (only with c_calls)
 C_RETURN = 5  # that C function returned or raised
 OPEN = 6  # the frame was already open when tracing started (a snapshot of the stack, not a call)
+GAP = 7  # tracing was interrupted on this thread and resumed: events are missing; OPEN events re-read the stack
 
-KIND_WORDS = {CALL: "call", RETURN: "ret", UNWIND: "exc", C_CALL: "ccall", C_RETURN: "cret", OPEN: "open"}
+KIND_WORDS = {CALL: "call", RETURN: "ret", UNWIND: "exc", C_CALL: "ccall", C_RETURN: "cret", OPEN: "open", GAP: "gap"}
 WORD_KINDS = {word: kind for kind, word in KIND_WORDS.items()}
 ENTERS = frozenset({CALL, C_CALL, OPEN})  # kinds that push a frame; the others pop one
 
@@ -50,6 +51,11 @@ class CodeLocation:
 
 
 UNKNOWN = CodeLocation("", "<unknown>", "", 0)
+GAP_LOCATION = CodeLocation("", "<tracing interrupted>", "", 0)  # what a GAP event names
+GAP_TEXT = ("tracing was interrupted here (CPython dropped the trace hook, e.g. at a RecursionError): events are "
+            "missing and frames open before it may have returned; the frames open when it resumed follow")
+GAP_WARNING = ("tracing was interrupted on some thread (CPython dropped the trace hook, e.g. at a RecursionError): "
+               "events are missing at each 'gap' event, and the frames open when it resumed were recorded again")
 
 
 def short_path(filename: str, module: str) -> str:

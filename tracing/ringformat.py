@@ -13,6 +13,15 @@ A reader accepts a record only if its two seq copies agree, it sits in slot seq 
 the newest accepted record is the last complete event. Each write is one memcpy into the shared pages, so what a
 killed process wrote before its last instruction is in the page cache, whatever happens to the process.
 
+A torn write only ever leaves a record whose seq copies disagree. Anything else that does not fit is damage, and
+the reader reports it (ringcheck.py): a record naming a code id beyond the string table, a thread slot that does
+not exist or a time before t0 or after now; a thread slot with unknown flags, an undecodable name or a stack of
+unknown code ids; a string entry out of order; a slot that holds neither a record nor zeros nor a torn write.
+
+Kind 7 (GAP, added without a version change: older readers skip it) says that the thread's trace hook was lost
+and put back: events are missing, the thread's depth starts again at 0 and OPEN records of the frames open at
+that moment follow. FLAG_GAP in the header says that the file has one.
+
 Order of writes, so that a reader never sees a reference before its target:
 - a string entry is written, then `strings_end` moves past it, then the first event that uses the code id;
 - a thread slot is filled, then its flags get the "used" bit;
@@ -55,6 +64,7 @@ META_MAX = HEADER_SIZE - META_AT
 
 FLAG_STRINGS_FULL = 1
 FLAG_THREADS_FULL = 2
+FLAG_GAP = 4  # some thread's trace hook was lost and put back (see records.GAP)
 
 THREAD_HEAD = struct.Struct("<QII48s")  # ident, native_id, flags, name
 THREAD_USED = 1
@@ -65,6 +75,7 @@ STACK_PUSH = struct.Struct("<II")  # code id and the 0 terminator after it
 
 STRING_HEAD = struct.Struct("<II")  # code_id, payload length
 FIELD_SEP = "\t"
+MIN_STRING_ENTRY = STRING_HEAD.size + 8  # the shortest payload, "\t\t\t0\tc", padded to 4 bytes
 
 
 def thread_slot_size(max_depth: int) -> int:
@@ -78,5 +89,8 @@ def encode_location(module: str, qualname: str, filename: str, lineno: int, is_c
 
 
 def decode_location(payload: bytes) -> tuple[str, str, str, int, bool]:
-    module, qualname, filename, lineno, kind = payload.decode("utf-8", "replace").split(FIELD_SEP)
+    """Raises ValueError unless payload is exactly what encode_location writes (valid UTF-8, five fields)."""
+    module, qualname, filename, lineno, kind = payload.decode("utf-8").split(FIELD_SEP)
+    if kind not in ("c", "py") or not lineno.isdigit() or not qualname:
+        raise ValueError(f"not a code location: {payload[:40]!r}")
     return module, qualname, filename, int(lineno), kind == "c"

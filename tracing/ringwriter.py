@@ -59,10 +59,12 @@ class RingWriter:
             self._write_state_flags()
             return
         at = self.strings_off + self._strings_end
-        self.buf[at + fmt.STRING_HEAD.size:at + fmt.STRING_HEAD.size + len(payload)] = payload
+        # Padding included: a define that failed half-way (RecursionError) and is retried leaves no stale bytes.
+        self.buf[at + fmt.STRING_HEAD.size:at + need] = payload + bytes(padded - len(payload))
         fmt.STRING_HEAD.pack_into(self.buf, at, code_id, len(payload))
-        self._strings_end += need
-        fmt.STRINGS_END.pack_into(self.buf, fmt.STRINGS_END_AT, self._strings_end)
+        end = self._strings_end + need
+        fmt.STRINGS_END.pack_into(self.buf, fmt.STRINGS_END_AT, end)
+        self._strings_end = end
 
     def add_thread(self, ident: int, native_id: int, name: str, is_main: bool) -> tuple[int, int] | None:
         """Claim a thread slot; returns (slot index, offset of its stack) or None when all slots are taken."""
@@ -78,6 +80,12 @@ class RingWriter:
                                   name.encode("utf-8", "replace")[:48])
         fmt.U32.pack_into(self.buf, at + fmt.THREAD_FLAGS_AT, flags)
         return index, at + fmt.THREAD_HEAD.size
+
+    def note_gap(self) -> None:
+        """Some thread's hook was lost and put back: readers warn that events are missing (see records.GAP)."""
+        if not self._flags & fmt.FLAG_GAP:
+            self._flags |= fmt.FLAG_GAP
+            self._write_state_flags()
 
     def set_state(self, state: int, exit_code: int | None = None) -> None:
         self._state = state

@@ -20,11 +20,16 @@ from collections import deque
 
 from tracing.identity import RankIdentity
 from tracing.records import (
-    ENTERS, RUNNING, STATE_WORDS, WORD_KINDS, CodeLocation, Event, RankTrace, ThreadTrace,
+    ENTERS, GAP, GAP_LOCATION, GAP_WARNING, RUNNING, STATE_WORDS, WORD_KINDS, CodeLocation, Event, RankTrace,
+    ThreadTrace,
 )
+from tracing.regularfile import open_regular
 
 MAGIC_LINE = "# hangdoctor-trace 1 "
 MAX_INDENT = 40
+MAX_LINE = 1 << 16  # bytes; longer lines are not the writer's and are skipped as unreadable
+MAX_HEADER_LINE = 1 << 20
+MAX_DEPTH = 1 << 16
 _WORD_STATES = {word: state for state, word in STATE_WORDS.items()}
 
 
@@ -75,8 +80,8 @@ class StreamFormatError(ValueError):
 
 def read_stream(path: str, max_events_per_thread: int | None = None) -> RankTrace:
     """Replays the whole file to rebuild every thread's open frames; keeps the last events of each thread."""
-    with open(path, "rb") as f:
-        first = f.readline().decode("utf-8", "replace")
+    with os.fdopen(open_regular(path), "rb") as f:
+        first = f.readline(MAX_HEADER_LINE).decode("utf-8", "replace")
         if not first:
             raise StreamFormatError(f"{path}: empty trace file (the process died before tracing started?)")
         if not first.startswith(MAGIC_LINE):
@@ -85,18 +90,20 @@ def read_stream(path: str, max_events_per_thread: int | None = None) -> RankTrac
             meta = json.loads(first[len(MAGIC_LINE):])
             identity = RankIdentity.from_dict(meta["identity"])
             t0 = int(meta["t0_wall_ns"])
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise StreamFormatError(f"{path}: unreadable header line ({e})") from None
         trace = RankTrace(identity=identity, path=path, source="stream", state=RUNNING, start_wall_ns=t0,
-                          config=meta.get("config", {}))
+                          config=meta["config"] if isinstance(meta.get("config"), dict) else {})
         threads: dict[int, ThreadTrace] = {}
         stacks: dict[int, list[CodeLocation]] = {}
         counts: dict[int, int] = {}
         recent: dict[int, deque] = {}
         locations: dict[str, CodeLocation] = {}
-        seq = 0
-        bad = 0
-        for raw in f:
+        seq = bad = gaps = 0
+        for raw in _bounded_lines(f):
+            if raw is None:  # longer than any line the writer writes
+                bad += 1
+                continue
             line = raw.decode("utf-8", "replace")
             if not line.endswith("\n"):
                 break  # a torn last line: the process died while writing it
@@ -107,16 +114,19 @@ def read_stream(path: str, max_events_per_thread: int | None = None) -> RankTrac
                 t_text, thread_text, depth_text, word, rest = line.split(None, 4)
                 thread, depth, kind = int(thread_text), int(depth_text), WORD_KINDS[word]
                 wall = t0 + int(round(float(t_text) * 1e9))
-            except (ValueError, KeyError):
+                if not 0 <= depth <= MAX_DEPTH:
+                    raise ValueError(depth)
+            except (ValueError, KeyError, OverflowError):
                 bad += 1
                 continue
-            loc = locations.get(rest)
+            gaps += kind == GAP
+            loc = GAP_LOCATION if kind == GAP else locations.get(rest)
             if loc is None:
                 loc = locations[rest] = _parse_location(rest)
             if thread not in threads:
                 threads[thread] = ThreadTrace(index=thread, name=f"thread {thread}")
             stack = stacks.setdefault(thread, [])
-            del stack[depth:]
+            del stack[0 if kind == GAP else depth:]  # after a gap, OPEN events record the stack again
             if kind in ENTERS:
                 stack.extend([None] * (depth - len(stack)))
                 stack.append(loc)
@@ -133,10 +143,26 @@ def read_stream(path: str, max_events_per_thread: int | None = None) -> RankTrac
     trace.dropped_events = seq - sum(len(t.events) for t in trace.threads)
     if bad:
         trace.warnings.append(f"{path}: skipped {bad} unreadable line(s)")
+    if gaps:
+        trace.warnings.append(f"{path}: {GAP_WARNING}")
     return trace
 
 
 _MISSING = CodeLocation("", "<not recorded>", "", 0)
+
+
+def _bounded_lines(f):
+    """The file's lines, each read with a bounded readline; None in place of a line longer than MAX_LINE."""
+    while True:
+        raw = f.readline(MAX_LINE)
+        if len(raw) < MAX_LINE or raw.endswith(b"\n"):
+            if not raw:
+                return
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):  # skip the rest of the overlong line
+            raw = f.readline(MAX_LINE)
+        yield None
 
 
 def _header_line(line: str, trace: RankTrace, threads: dict[int, ThreadTrace]) -> None:

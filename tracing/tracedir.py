@@ -12,12 +12,20 @@ import os
 from dataclasses import dataclass, field
 
 from tracing.records import RankTrace
+from tracing.regularfile import NotRegularFile
 from tracing.ringreader import RingFormatError, read_ring
 from tracing.streamfile import StreamFormatError, read_stream
 
 
+FOLDER_HINT = "point it at the --out folder of `tracing run`"
+
+
 class TraceInputError(ValueError):
-    """Nothing readable: the message is one line for the user."""
+    """Nothing readable: the message is one line for the user; the hint, when there is one, says what to do."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass
@@ -32,13 +40,13 @@ class TraceSet:
 
 
 def trace_files(path: str) -> list[str]:
-    if os.path.isfile(path):
-        return [path]
     if not os.path.isdir(path):
-        raise TraceInputError(f"{path}: no such file or folder")
+        if not os.path.exists(path):
+            raise TraceInputError(f"{path}: no such file or folder", hint=FOLDER_HINT)
+        return [path]  # a file (the reader refuses what is not a regular file)
     files = sorted(glob.glob(os.path.join(path, "trace-*.ring"))) + sorted(glob.glob(os.path.join(path, "trace-*.txt")))
     if not files:
-        raise TraceInputError(f"{path}: no trace files (trace-*.ring or trace-*.txt) in this folder")
+        raise TraceInputError(f"{path}: no trace files (trace-*.ring or trace-*.txt) in this folder", hint=FOLDER_HINT)
     return files
 
 
@@ -47,7 +55,7 @@ def read_trace_file(path: str, *, tail: int | None = None) -> RankTrace:
         if path.endswith(".ring"):
             return read_ring(path, tail=tail)
         return read_stream(path, max_events_per_thread=tail)
-    except (RingFormatError, StreamFormatError) as e:
+    except (RingFormatError, StreamFormatError, NotRegularFile) as e:
         raise TraceInputError(str(e)) from None
     except OSError as e:
         raise TraceInputError(f"{path}: {e.strerror or e}") from None
@@ -66,12 +74,14 @@ def load_traces(path: str, *, tail: int | None = None) -> TraceSet:
             errors.append(str(e))
             continue
         read.append(trace)
-        warnings.extend(trace.warnings)
     if not read:
         more = f" (and {len(errors) - 1} more unreadable file(s))" if len(errors) > 1 else ""
         raise TraceInputError(errors[0] + more)
+    chosen = _one_per_rank(read, warnings)
+    # The warnings of the files in use (a process's stream file says again what its ring says), then the skipped.
+    warnings[:0] = [w for trace in chosen for w in trace.warnings]
     warnings.extend(f"skipped {e}" for e in errors)
-    return TraceSet(source=path, traces=_one_per_rank(read, warnings), warnings=warnings)
+    return TraceSet(source=path, traces=chosen, warnings=warnings)
 
 
 def _one_per_rank(traces: list[RankTrace], warnings: list[str]) -> list[RankTrace]:

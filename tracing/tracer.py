@@ -5,7 +5,9 @@ process. At start the open frames of selected code are recorded as OPEN events (
 the current thread otherwise), so a trace that starts late still knows it is "inside train > train_step".
 At interpreter exit the files are marked exited; a SIGKILL leaves them marked running, which is how `tracing last`
 tells a dead rank from one that finished. A forked child stops tracing at once without touching the parent's
-files (they are shared with it).
+files (they are shared with it). With the sys.settrace/setprofile backends, a thread whose hook CPython dropped (a
+RecursionError) gets it back from the backend's HookGuard and `_resume` records a GAP and the frames open then;
+a HookWatch thread records the same for it from outside when its frames returned unheard meanwhile.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import CodeType
 
 from tracing.backends import Hooks, backend_class, resolve_backend
+from tracing.backends.hookwatch import HookWatch
 from tracing.config import TraceConfig
 from tracing.identity import RankIdentity, current_identity
 from tracing.records import EXITED, OPEN, STOPPED, CodeLocation
@@ -33,13 +37,19 @@ def active_tracer() -> Tracer | None:
     return _active
 
 
+def check_config(config: TraceConfig) -> tuple[Selector, Callable[[CodeType], bool] | None, str]:
+    """The checks Tracer() makes before it creates any file (`tracing env` makes them too): the patterns parse,
+    start_at names a function, the backend fits this Python. Raises ValueError with a one-line message."""
+    selector = Selector(config.include, config.exclude)
+    matcher = function_matcher(config.start_at, selector.modules) if config.start_at else None
+    return selector, matcher, resolve_backend(config.backend, config.c_calls)
+
+
 class Tracer:
     def __init__(self, config: TraceConfig, identity: RankIdentity | None = None) -> None:
         self.config = config
         self.identity = identity or current_identity()
-        self.selector = Selector(config.include, config.exclude)
-        self.matcher = function_matcher(config.start_at, self.selector.modules) if config.start_at else None
-        self.backend_name = resolve_backend(config.backend, config.c_calls)
+        self.selector, self.matcher, self.backend_name = check_config(config)
         self._backend_class = backend_class(self.backend_name)
         out = os.path.abspath(config.out)
         self.ring_path = os.path.join(out, self.identity.file_name("trace", "ring")) if config.ring else None
@@ -52,6 +62,8 @@ class Tracer:
         self._begun = False
         self._warned = False
         self._atexit = False
+        self._watch: HookWatch | None = None
+        self._repair_lock = threading.Lock()  # gaps are recorded by the thread itself or by the watch thread
 
     @property
     def paths(self) -> list[str]:
@@ -109,6 +121,7 @@ class Tracer:
             return False
         self._backend.end()
         self._backend = None
+        self._stop_watch()
         self.status = "stopped"
         if _active is self:
             _active = None
@@ -131,7 +144,8 @@ class Tracer:
     def _hooks(self) -> Hooks:
         return Hooks(cache=self._cache, classify=self._classify, emit=self._emit, c_call=self._c_call,
                      c_return=self._c_return, c_function_id=self._recorder.c_function_id,
-                     c_calls=self.config.c_calls, on_error=self._on_error)
+                     c_calls=self.config.c_calls, on_error=self._on_error, resume=self._resume,
+                     threads=self._recorder.states)
 
     def _classify(self, code: CodeType) -> int:
         code_id = 0
@@ -155,29 +169,63 @@ class Tracer:
             sys.setswitchinterval(interval)
         self.status = "tracing"
         self._begun = True
+        heard = getattr(self._backend, "heard", None)  # the hook backends: CPython may drop their hook
+        if heard is not None:
+            self._watch = HookWatch(self._recorder.states, heard, self._repair, self._repair_lock)
+            self._watch.start()
 
     def _snapshot(self, frame) -> None:
         tops = dict(sys._current_frames()) if self._backend.covers_all_threads else {}
         tops[threading.get_ident()] = frame
-        cached, classify = self._cache.get, self._backend.classify
         for ident, top in tops.items():
-            chain = []
-            while top is not None:
-                chain.append(top)
-                top = top.f_back
-            selected = []
-            for f in reversed(chain):
-                code_id = cached(f.f_code)
-                if code_id is None:
-                    code_id = classify(f.f_code)
-                if code_id:
-                    selected.append((f, code_id))
-            if not selected:
-                continue
-            state = self._recorder.new_thread(ident)
-            for f, code_id in selected:
-                self._emit(OPEN, code_id, state)
-                self._backend.adopt(f)
+            selected = self._selected_frames(top)
+            if selected:
+                self._record_open(self._recorder.new_thread(ident), selected)
+
+    def _selected_frames(self, top) -> list[tuple[object, int]]:
+        """(frame, code id) of the selected frames on the stack that ends at top, outermost first."""
+        chain = []
+        while top is not None:
+            chain.append(top)
+            top = top.f_back
+        cached, classify = self._cache.get, self._backend.classify
+        selected = []
+        for f in reversed(chain):
+            code_id = cached(f.f_code)
+            if code_id is None:
+                code_id = classify(f.f_code)
+            if code_id:
+                selected.append((f, code_id))
+        return selected
+
+    def _record_open(self, state, selected: list[tuple[object, int]]) -> None:
+        for f, code_id in selected:
+            self._emit(OPEN, code_id, state)
+            self._backend.adopt(f)
+
+    def _resume(self, frame) -> bool:
+        """Called on a thread whose hook CPython dropped (backends/hookguard.py), with the innermost frame open
+        there: records a GAP and the frames open now. False when this tracer is not tracing any more."""
+        with self._repair_lock:
+            if self.status != "tracing":
+                return False
+            selected = self._selected_frames(frame)  # first: it may fail (too deep) before anything is written
+            state = self._recorder.states.get(threading.get_ident()) or self._recorder.new_thread()
+            self._recorder.mark_gap(state)
+            self._record_open(state, selected)
+            return True
+
+    def _repair(self, state, top) -> None:
+        """From the watch thread (backends/hookwatch.py), for a thread whose hook is gone: the same records."""
+        if self.status == "tracing":
+            selected = self._selected_frames(top)
+            self._recorder.mark_gap(state)
+            self._record_open(state, selected)
+
+    def _stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
 
     def _set_state(self, state: int, exit_code: int | None = None) -> None:
         rec = self._recorder
@@ -204,6 +252,7 @@ class Tracer:
         if self._backend is not None:
             self._backend.end()
             self._backend = None
+        self._watch = None  # its thread did not survive the fork
         if self._recorder is not None:
             for sink in (self._recorder.ring, self._recorder.stream):
                 if sink is not None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import struct
 import threading
 
+from tests.tracing.helpers import FIXTURES
 from tracing import ringformat as fmt
 from tracing.identity import RankIdentity
-from tracing.records import CALL, EXITED, RETURN, CodeLocation
+from tracing.records import CALL, EXITED, GAP_LOCATION, GAP_WARNING, OPEN, RETURN, CodeLocation
 from tracing.recorder import OVERFLOW_THREAD, Recorder
 from tracing.ringreader import read_ring
 from tracing.ringwriter import RingWriter
+from tracing.streamfile import StreamWriter, read_stream
 
 IDENTITY = RankIdentity(rank=3, local_rank=1, world_size=8, host="node7", pid=4242, rank_source="RANK",
                         argv=("python", "train.py"))
@@ -120,3 +122,89 @@ def test_short_tail_of_a_wrapped_ring_equals_the_full_read(tmp_path):
     assert [e.seq for e in tail.events] == list(range(990, 1000))
     assert tail.events == full.events[-10:]
     assert (tail.total_events, tail.dropped_events) == (1000, 990)
+
+
+def test_gap_resets_the_stack_and_is_reported(tmp_path):
+    """A thread whose hook was lost and put back: GAP (with the depth recorded before), then the open frames."""
+    rec = make_recorder(tmp_path / "r.ring")
+    emit = rec.make_emit()
+    outer, inner, later = rec.define(loc("outer")), rec.define(loc("inner")), rec.define(loc("later"))
+    emit(CALL, outer)
+    emit(CALL, inner)  # inner returns while the hook is lost: no event
+    rec.mark_gap(rec.states[threading.get_ident()])
+    emit(OPEN, outer)
+    emit(CALL, later)
+    trace = read_ring(str(tmp_path / "r.ring"))
+    assert [(e.word, e.loc.qualname, e.depth) for e in trace.events] == [
+        ("call", "outer", 0), ("call", "inner", 1), ("gap", GAP_LOCATION.qualname, 2), ("open", "outer", 0),
+        ("call", "later", 1)]
+    assert [f.qualname for f in trace.main_thread.open_frames] == ["outer", "later"]
+    assert trace.warnings == [f"{tmp_path / 'r.ring'}: {GAP_WARNING}"]
+
+
+def test_gap_in_the_stream_file(tmp_path):
+    meta = {"identity": IDENTITY.to_dict(), "config": {}, "t0_wall_ns": 1_700_000_000_000_000_000}
+    rec = Recorder(None, StreamWriter(str(tmp_path / "t.txt"), meta), t0_mono_ns=0)
+    emit = rec.make_emit()
+    outer, inner = rec.define(loc("outer")), rec.define(loc("inner"))
+    emit(CALL, outer)
+    emit(CALL, inner)
+    rec.mark_gap(rec.states[threading.get_ident()])
+    emit(OPEN, outer)
+    trace = read_stream(str(tmp_path / "t.txt"))
+    assert [e.word for e in trace.events] == ["call", "call", "gap", "open"]
+    assert trace.events[2].loc == GAP_LOCATION
+    assert [f.qualname for f in trace.main_thread.open_frames] == ["outer"]
+
+
+def test_a_ring_written_before_gaps_existed_reads_the_same():
+    """fixtures/ring_v1_before_gap.ring was written by the writer before the GAP kind and FLAG_GAP were added."""
+    trace = read_ring(str(FIXTURES / "ring_v1_before_gap.ring"))
+    assert (trace.identity.rank, trace.identity.host, trace.state_word, trace.warnings) == (5, "oldnode", "stopped", [])
+    assert (trace.total_events, trace.dropped_events) == (23, 7)
+    assert [f.qualname for f in trace.main_thread.open_frames] == ["train", "step", "all_reduce"]
+    assert [e.word for e in trace.events][-3:] == ["ret", "call", "ccall"]
+
+
+def test_damaged_string_table_is_one_warning_and_ids_stay_in_range(tmp_path):
+    path = tmp_path / "r.ring"
+    rec = make_recorder(path)
+    emit = rec.make_emit()
+    codes = [rec.define(loc(f"f{i}")) for i in range(3)]
+    for code in codes:
+        emit(CALL, code)
+    data = bytearray(path.read_bytes())
+    second = fmt.HEADER_SIZE + fmt.STRING_HEAD.size + (len(fmt.encode_location("pkg.mod", "f0", "/src/pkg/mod.py", 10,
+                                                                                False)) + 3) // 4 * 4
+    data[second + 8:second + 12] = b"\xff\xfe\xfd\xfc"  # the payload of f1 is no UTF-8 any more
+    path.write_bytes(bytes(data))
+    trace = read_ring(str(path))
+    assert [e.loc.qualname for e in trace.events] == ["f0", "<unknown #2>", "<unknown #3>"]
+    assert trace.warnings == [f"{path}: damaged ring, skipped what failed validation: the string table from byte "
+                              f"{second - fmt.HEADER_SIZE} of {rec.ring._strings_end}"]
+
+
+def test_strings_added_after_the_header_was_read_are_read_again(tmp_path, monkeypatch):
+    """A live writer may define a code id between the reader's read of the header and of the records."""
+    from tracing import ringreader
+    path = tmp_path / "r.ring"
+    rec = make_recorder(path)
+    emit = rec.make_emit()
+    first = rec.define(loc("first"))
+    emit(CALL, first)
+    stale_end = rec.ring._strings_end
+    emit(CALL, rec.define(loc("defined_later")))
+    real_read_at, reads = ringreader.read_at, []
+
+    def read_at(fd, offset, size):  # the first full read still sees the old strings_end
+        data = real_read_at(fd, offset, size)
+        reads.append(size)
+        if len(reads) == 2:
+            data = bytearray(data)
+            fmt.STRINGS_END.pack_into(data, fmt.STRINGS_END_AT, stale_end)
+        return bytes(data)
+
+    monkeypatch.setattr(ringreader, "read_at", read_at)
+    trace = read_ring(str(path))
+    assert len(reads) == 3 and trace.warnings == []
+    assert [e.loc.qualname for e in trace.events] == ["first", "defined_later"]

@@ -6,15 +6,16 @@
   local trace function with line events turned off, so they alone report their return.
 - `setprofile`: sees every call and return, and C calls: used before 3.12 when C calls are wanted.
 Before 3.12 the last two trace the thread that starts tracing and the threads started after it: Python offers no
-way to hook a thread that is already running (3.12 added threading.settrace_all_threads, used there).
+way to hook a thread that is already running (3.12 added threading.settrace_all_threads, used there). CPython drops
+their hook on a thread when calling it raises (a RecursionError in deep recursion): hookguard.py puts it back.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
-from types import CodeType
+from types import CodeType, FrameType
 
 BACKENDS = ("auto", "monitoring", "settrace", "setprofile")
 
@@ -31,6 +32,8 @@ class Hooks:
     c_function_id: Callable[..., int]  # (callable, receiver or None) -> code id
     c_calls: bool
     on_error: Callable[[BaseException], None]  # a hook failed: stop tracing, never break the program
+    resume: Callable[[FrameType | None], bool]  # this thread lost its hook: record a gap, then its open frames
+    threads: Container[int]  # idents of the threads that recorded events (hookguard.py watches their hooks)
 
 
 def resolve_backend(name: str, c_calls: bool) -> str:

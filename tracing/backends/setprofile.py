@@ -10,6 +10,7 @@ import sys
 
 from tracing.backends import Hooks
 from tracing.backends.globalhook import GlobalHook
+from tracing.backends.hookguard import HookGuard
 from tracing.records import CALL, RETURN
 
 
@@ -23,6 +24,11 @@ class SetprofileBackend:
         self.active = False
         self.hook = GlobalHook("profile")
         self._profile = None
+        self.guard = HookGuard(sys.getprofile, sys.setprofile, self._resync, hooks.threads)
+
+    def heard(self, frame) -> bool:
+        """Will this frame's return be reported? (backends/hookwatch.py compares that with the recorded depth.)"""
+        return bool(self.hooks.cache.get(frame.f_code))
 
     def adopt(self, frame) -> None:
         """A frame open at the start: the profile hook reports its return without help."""
@@ -77,13 +83,36 @@ class SetprofileBackend:
                             c_call(c_function_id(arg), arg)
                     else:  # c_return, c_exception
                         c_return(arg)
+            except RecursionError:  # too deep to record: drop the hook; the guard puts it back with a gap
+                sys.setprofile(None)
             except Exception as e:  # noqa: BLE001
                 on_error(e)
 
         self._profile = profile
         self.active = True
         self.hook.install(profile)
+        self.guard.start()
+
+    def _resync(self, frame, event, arg) -> None:
+        """The one-shot profile function of a thread whose hook CPython dropped (hookguard.py), acting at its
+        next Python call: records the gap and the frames open under this call, then profiles on as before."""
+        if not self.active:
+            sys.setprofile(None)
+            return
+        if event != "call":
+            return  # returns and C calls of frames the gap record will cover
+        try:
+            resumed = self.hooks.resume(frame.f_back)
+        except RecursionError:
+            return  # still too deep: the next call tries again
+        except Exception as e:  # noqa: BLE001 - a tracer must never break the traced program
+            self.hooks.on_error(e)
+            return
+        sys.setprofile(self._profile if resumed else None)
+        if resumed:
+            self._profile(frame, event, arg)
 
     def end(self) -> None:
         self.active = False
+        self.guard.stop()
         self.hook.remove()

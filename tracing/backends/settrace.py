@@ -8,6 +8,9 @@ docs/BENCHMARKS.md). It cannot see C calls; `--c-calls` picks the setprofile bac
 
 Threads: `threading.settrace` covers threads started later; on 3.12+ `threading.settrace_all_threads` covers the
 running ones too. Before 3.12 a thread that is already running cannot be hooked from Python.
+
+CPython drops a thread's trace function when calling it raises, as it does at the recursion limit: the
+HookGuard (hookguard.py) notices, records a GAP and the frames open then, and installs the function again.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 
 from tracing.backends import Hooks
 from tracing.backends.globalhook import GlobalHook
+from tracing.backends.hookguard import HookGuard
 from tracing.records import CALL, RETURN
 
 
@@ -29,6 +33,11 @@ class SettraceBackend:
         self.active = False
         self.hook = GlobalHook("trace")
         self._trace, self._local = self._build()
+        self.guard = HookGuard(sys.gettrace, sys.settrace, self._resync, hooks.threads)
+
+    def heard(self, frame) -> bool:
+        """Will this frame's return be reported? (backends/hookwatch.py compares that with the recorded depth.)"""
+        return frame.f_trace is self._local
 
     def adopt(self, frame) -> None:
         """A selected frame open at the start: give it the local trace function so that its return is heard."""
@@ -61,6 +70,23 @@ class SettraceBackend:
     def begin(self) -> None:
         self.active = True
         self.hook.install(self._trace)
+        self.guard.start()
+
+    def _resync(self, frame, event, arg):
+        """The one-shot trace function of a thread whose hook CPython dropped (hookguard.py), called at its next
+        Python call: records the gap and the frames open under this call, then traces on with the real one."""
+        if not self.active:
+            sys.settrace(None)
+            return None
+        try:
+            resumed = self.hooks.resume(frame.f_back)
+        except RecursionError:
+            return None  # still too deep: the next call tries again
+        except Exception as e:  # noqa: BLE001 - a tracer must never break the traced program
+            self.hooks.on_error(e)
+            return None
+        sys.settrace(self._trace if resumed else None)
+        return self._trace(frame, event, arg) if resumed else None
 
     def _build(self):
         hooks = self.hooks
@@ -70,6 +96,8 @@ class SettraceBackend:
             if event == "return" and self.active:
                 try:
                     emit(RETURN, cache_get(frame.f_code) or 0)
+                except RecursionError:  # too deep to record: drop the hook; the guard puts it back with a gap
+                    sys.settrace(None)
                 except Exception as e:  # noqa: BLE001
                     on_error(e)
             return local
@@ -89,6 +117,9 @@ class SettraceBackend:
                 frame.f_trace_lines = False
                 emit(CALL, code_id)
                 return local
+            except RecursionError:  # too deep to record: drop the hook; the guard puts it back with a gap
+                sys.settrace(None)
+                return None
             except Exception as e:  # noqa: BLE001
                 on_error(e)
                 return None
@@ -97,4 +128,5 @@ class SettraceBackend:
 
     def end(self) -> None:
         self.active = False
+        self.guard.stop()
         self.hook.remove()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from tracing.analysis.diverge import diverge_report
-from tracing.cli import CommandError
+from tracing.cli import CommandError, non_negative
 from tracing.commands.common import console, print_warnings
 from tracing.render.jsonout import dumps
 from tracing.tracedir import TraceInputError, load_traces
@@ -23,7 +23,8 @@ from tracing.tracedir import TraceInputError, load_traces
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="DIR", help="folder of trace files")
     parser.add_argument("--thread", metavar="NAME", help="compare this thread (default: the main thread)")
-    parser.add_argument("--max", type=int, default=20, metavar="N", help="report at most N splits (default 20)")
+    parser.add_argument("--max", type=non_negative, default=20, metavar="N",
+                        help="report at most N splits (default 20)")
     parser.add_argument("--json", action="store_true", help="print the same data as JSON")
 
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_traces(args.path)
     except TraceInputError as e:
-        raise CommandError(str(e), hint="point it at the --out folder of `tracing run`") from None
+        raise CommandError(str(e), hint=e.hint) from None
     report = diverge_report(args.path, loaded.traces, thread=args.thread, limit=args.max, warnings=loaded.warnings)
     print_warnings(report.warnings)
     if args.json:

@@ -17,8 +17,9 @@ import os
 import shlex
 
 from tracing.cli import CommandError
-from tracing.config import ENV_VAR
+from tracing.config import ENV_VAR, TraceConfig
 from tracing.options import add_trace_options, config_from_args
+from tracing.tracer import check_config
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sitedir")
 
@@ -29,13 +30,19 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Refuses what the tracer would refuse: its own checks run on the settings as they come back from the
+    variable, so that nothing is printed that leaves tracing silently off."""
     try:
         config = config_from_args(args, absolute_out=True)
         if args.ranks:
             from dataclasses import replace
             config = replace(config, ranks=args.ranks)
+        text = config.to_env()
+        check_config(TraceConfig.from_env(text))
     except ValueError as e:
         raise CommandError(str(e), exit_code=2) from None
+    if os.path.exists(config.out) and not os.path.isdir(config.out):
+        raise CommandError(f"out={config.out!r} exists and is not a folder", exit_code=2)
     print(f'export PYTHONPATH={shlex.quote(SITE_DIR)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
-    print(f"export {ENV_VAR}={shlex.quote(config.to_env())}")
+    print(f"export {ENV_VAR}={shlex.quote(text)}")
     return 0

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_traces(args.path)
     except TraceInputError as e:
-        raise CommandError(str(e)) from None
+        raise CommandError(str(e), hint=e.hint) from None
     traces = loaded.traces
     if args.ranks:
         from topology import parse_ranks

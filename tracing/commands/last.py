@@ -15,7 +15,7 @@ import sys
 import time
 
 from tracing.analysis.last import last_report
-from tracing.cli import CommandError
+from tracing.cli import CommandError, non_negative
 from tracing.commands.common import console, print_warnings
 from tracing.liveness import process_status
 from tracing.render.jsonout import dumps
@@ -24,7 +24,8 @@ from tracing.tracedir import TraceInputError, load_traces
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="DIR", help="folder of trace files (or one trace file)")
-    parser.add_argument("--events", type=int, default=8, metavar="N", help="last events to show per rank (default 8)")
+    parser.add_argument("--events", type=non_negative, default=8, metavar="N",
+                        help="last events to show per rank (default 8)")
     parser.add_argument("--all-threads", action="store_true", help="also show the open frames of other threads")
     parser.add_argument("--json", action="store_true", help="print the same data as JSON")
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         # The newest thousand events suffice: open frames come from the ring's stack slots, not from events.
         loaded = load_traces(args.path, tail=max(1024, 64 * args.events))
     except TraceInputError as e:
-        raise CommandError(str(e), hint="point it at the --out folder of `tracing run`") from None
+        raise CommandError(str(e), hint=e.hint) from None
     statuses = {
         t.identity.rank: process_status(t.identity.host, t.identity.pid, t.identity.argv[0] if t.identity.argv else None)
         for t in loaded.traces

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracing.cli import CommandError
+from tracing.cli import CommandError, non_negative
 from tracing.commands.common import print_warnings
 from tracing.render.text import clock, event_line
 from tracing.tracedir import TraceInputError, read_trace_file
@@ -17,14 +17,14 @@ from tracing.tracedir import TraceInputError, read_trace_file
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a trace-*.ring or trace-*.txt file")
-    parser.add_argument("--tail", type=int, metavar="N", help="only the newest N events")
+    parser.add_argument("--tail", type=non_negative, metavar="N", help="only the newest N events")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         trace = read_trace_file(args.file, tail=args.tail)
     except TraceInputError as e:
-        raise CommandError(str(e)) from None
+        raise CommandError(str(e), hint=e.hint) from None
     print_warnings(trace.warnings)
     ident = trace.identity
     print(f"# {ident.label}, {trace.source} file, {trace.state_word}"

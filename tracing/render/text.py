@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from tracing.records import Event
+from tracing.records import GAP, GAP_TEXT, Event
 
 
 def clock(wall_ns: int) -> str:
@@ -20,5 +20,7 @@ def seconds(value: float) -> str:
 
 
 def event_line(e: Event, indent: bool = True, base_depth: int = 0) -> str:
+    if e.kind == GAP:  # its depth is that of the frames recorded open before it, not a frame of its own
+        return f"{clock(e.wall_ns)}  {e.word:<5} {GAP_TEXT}"
     pad = "  " * min(max(e.depth - base_depth, 0), 20) if indent else ""
     return f"{clock(e.wall_ns)}  {e.word:<5} {pad}{e.loc.qualname}  {e.loc.where}"
