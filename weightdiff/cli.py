@@ -30,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="weightdiff", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Find weights that changed across a save/load, desynchronised tied or replicated copies, "
-                    "and norms or biases in the weight-decay group, from per-rank dumps or DeepSpeed "
-                    "checkpoints.\n\n  weightdiff A/ B/            same as: weightdiff diff A/ B/\n"
+                    "and norms or biases in the weight-decay group, from per-rank dumps, DeepSpeed "
+                    "checkpoints, torch.save files, HF safetensors or torch.distributed.checkpoint "
+                    "folders.\n\n  weightdiff A/ B/            same as: weightdiff diff A/ B/\n"
                     "  weightdiff check DIR\n  weightdiff drift DIR NAME",
         epilog=EXIT_CODES)
     verbs = parser.add_subparsers(dest="verb", metavar="{diff,check,drift}")

@@ -7,7 +7,9 @@ own two files, so a hung or dead peer cannot block it):
                     param_groups=groups)            # groups = weightdiff.param_groups_by_name(model, torch_opt)
 
 mode="full" writes `<stem>.safetensors` (exact values, no pickle) and `<stem>.json` (the sidecar: coordinates,
-names, shapes, dtypes, fingerprints, ties, optimizer groups, module classes and MROs). mode="fingerprint"
+names, shapes, dtypes, fingerprints, ties, optimizer groups, module classes and MROs). Parameters come first,
+then the persistent buffers (what `state_dict()` saves: BatchNorm's running statistics), marked
+`"role": "buffer"`. mode="fingerprint"
 writes only the sidecar, fingerprints included: cheap enough to leave on. The sidecar is written last, so a
 sidecar on disk means the dump is complete.
 """
@@ -42,6 +44,28 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def persistent_buffers(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """The buffers that `state_dict()` saves (BatchNorm's running statistics...), non-persistent ones left out."""
+    found = []
+    for name, buf in model.named_buffers():
+        _, module = owning_module(model, name)
+        if buf is not None and name.rpartition(".")[2] not in getattr(module, "_non_persistent_buffers_set", ()):
+            found.append((name, buf))
+    return found
+
+
+def describe_buffers(model: torch.nn.Module, buffers: list[tuple[str, torch.Tensor]]) -> list[TensorMeta]:
+    metas = []
+    for name, buf in buffers:
+        module_path, module = owning_module(model, name)
+        metas.append(TensorMeta(
+            name=name, shape=tuple(buf.shape), dtype=_dtype_name(buf.dtype), module_path=module_path,
+            module_class=class_path(type(module)), module_mro=mro_paths(type(module)), requires_grad=False,
+            role="buffer",
+        ))
+    return metas
+
+
 def describe_parameters(model: torch.nn.Module,
                         param_groups: Mapping[str, Mapping[str, Any]] | None) -> list[TensorMeta]:
     """TensorMeta (without fingerprints) for every parameter of `model`, in `named_parameters()` order."""
@@ -68,7 +92,7 @@ def _finite_or_text(x: float) -> float | str:
 def dump(model: torch.nn.Module, *, iteration: int, tag: str, out: str | Path, coords: RankCoords,
          param_groups: Mapping[str, Mapping[str, Any]] | None = None, optimizer: Any = None,
          mode: str = "full") -> Path:
-    """Write this rank's parameters under `out`; return the path of the JSON sidecar.
+    """Write this rank's parameters and persistent buffers under `out`; return the path of the JSON sidecar.
 
     `param_groups` maps a parameter name to its optimizer group's hyperparameters (see
     `param_groups_by_name`); without it, `optimizer` (a torch optimizer holding the model's parameters, or
@@ -89,8 +113,9 @@ def dump(model: torch.nn.Module, *, iteration: int, tag: str, out: str | Path, c
                          "(ZeRO flattens them): pass param_groups computed before deepspeed.initialize")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    named = list(model.named_parameters())
-    metas = describe_parameters(model, param_groups)
+    buffers = persistent_buffers(model)
+    named = list(model.named_parameters()) + buffers
+    metas = describe_parameters(model, param_groups) + describe_buffers(model, buffers)
     stem = DumpName(iteration=iteration, coords=coords, tag=tag, pid=os.getpid()).stem()
 
     tensor_file = None

@@ -45,7 +45,7 @@ class Tie:
 
 @dataclass(frozen=True)
 class TensorMeta:
-    """Everything known about one parameter of one rank, except its values."""
+    """Everything known about one tensor (a parameter or a buffer) of one rank, except its values."""
 
     name: str
     shape: tuple[int, ...]
@@ -59,6 +59,11 @@ class TensorMeta:
     group_index: int | None = None
     tp_partitioned: bool | None = None  # the Megatron `tensor_model_parallel` attribute, when the model sets it
     requires_grad: bool = True
+    role: str = "parameter"  # or "buffer" (BatchNorm's running_mean...): in the state dict, not optimised
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.role == "buffer"
 
     @property
     def numel(self) -> int:
@@ -81,7 +86,7 @@ class RankDump:
     iteration: int
     tag: str
     source: Path  # the sidecar (dumps) or the checkpoint folder it came from
-    kind: str  # "dump" or "deepspeed-checkpoint"
+    kind: str  # "dump", "deepspeed-checkpoint", or a whole-model file: "torch-save", "safetensors", "dcp"
     mode: str  # "full": values available; "fingerprint": only the fingerprints
     tensors: dict[str, TensorMeta]
     tensor_source: Any = None  # what weightdiff.read.values opens to stream values; None: fingerprints only
@@ -93,6 +98,8 @@ class RankDump:
     created: float | None = None
     notes: list[str] = field(default_factory=list)
     absent: dict[str, str] = field(default_factory=dict)  # names the source should hold but does not -> why
+    unreadable: dict[str, str] = field(default_factory=dict)  # names it holds whose records could not be read
+    whole: bool = False  # one record holds the whole model (a state dict), whatever the other side's grid
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -137,4 +144,5 @@ def meta_from_json(data: dict[str, Any]) -> TensorMeta:
         group_index=data.get("group_index"),
         tp_partitioned=data.get("tp_partitioned"),
         requires_grad=bool(data.get("requires_grad", True)),
+        role="buffer" if data.get("role") == "buffer" else "parameter",
     )

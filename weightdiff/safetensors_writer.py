@@ -4,7 +4,7 @@
 normal state of a DeepSpeed model (ZeRO points parameters into flat buffers). The format is simple enough to
 write directly (https://huggingface.co/docs/safetensors, "Format"): an 8-byte little-endian header length, a
 JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {str: str}} padded with spaces to 8 bytes, then
-the raw bytes of each tensor back to back. Files are read back with safetensors' own `safe_open`.
+the raw bytes of each tensor back to back. Files are read back memory-mapped (`weightdiff.read.values`).
 """
 
 from __future__ import annotations

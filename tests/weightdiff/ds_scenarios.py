@@ -14,6 +14,9 @@ writes no layer file for it). ZeRO-1 with torch's AdamW. Scenarios, each with it
 - desync/   tied-gradient all-reduce disabled (get_tied_weights_and_groups returns nothing): copies drift;
             the after-dump of iteration 2 on dp=1, pp=0 also gets one element changed (a diverged replica).
 
+- bn/       a PipelineModule of Linear, ReLU, BatchNorm1d, Linear, ReLU, Linear (ReLU layers: empty layer
+            files; BatchNorm: buffers), the same data on every dp rank: one step dumped to run/, saved to ckpt/.
+
 Also writes OUT/groups-rank{R}.json: param_groups_by_name on the DeepSpeed ZeRO optimizer vs on the torch one.
 """
 
@@ -131,6 +134,27 @@ def scenario_save_and_resume(out: Path, coords, *, tie_norm: bool, naive: bool) 
     fresh.save_checkpoint(str(out / "ckpt2"), tag="global_step3")
 
 
+def scenario_buffers(out: Path, coords) -> None:
+    import deepspeed
+    from deepspeed.pipe import LayerSpec, PipelineModule
+
+    torch.manual_seed(4)
+    layers = [LayerSpec(nn.Linear, HIDDEN, HIDDEN), LayerSpec(nn.ReLU), LayerSpec(nn.BatchNorm1d, HIDDEN),
+              LayerSpec(nn.Linear, HIDDEN, HIDDEN), LayerSpec(nn.ReLU), LayerSpec(nn.Linear, HIDDEN, 1)]
+    model = PipelineModule(layers, loss_fn=lambda y, target: F.mse_loss(y.float(), target), num_stages=2,
+                           partition_method="uniform")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    dp = int(os.environ["WORLD_SIZE"]) // 2
+    config = {"train_batch_size": MICRO * GAS * dp, "train_micro_batch_size_per_gpu": MICRO,
+              "gradient_accumulation_steps": GAS, "zero_optimization": {"stage": 1}, "steps_per_print": 10**9}
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
+    g = torch.Generator().manual_seed(77)  # the same batches on every dp rank: BatchNorm statistics stay equal
+    data = iter([(torch.randn(MICRO, HIDDEN, generator=g), torch.randn(MICRO, 1, generator=g)) for _ in range(GAS)])
+    engine.train_batch(data_iter=data)
+    weightdiff.dump(engine.module, iteration=1, tag="after", out=out / "run", coords=coords)
+    engine.save_checkpoint(str(out / "ckpt"), tag="global_step1")
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     import deepspeed
@@ -143,6 +167,7 @@ def main() -> None:
 
     scenario_save_and_resume(out / "healthy", coords, tie_norm=True, naive=False)
     scenario_save_and_resume(out / "seedbug", coords, tie_norm=False, naive=True)
+    scenario_buffers(out / "bn", coords)
 
     engine, groups, opt = build(seed=3, tie_norm=True, naive=False)
     engine.module.get_tied_weights_and_groups = lambda: []  # the seed's missing tied-gradient reduction

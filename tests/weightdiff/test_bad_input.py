@@ -53,7 +53,7 @@ def test_missing_folder_is_one_line_and_exit_2(tmp_path):
     a = make_set(tmp_path / "a", DIMS)
     code, out, err = _cli([str(a), str(tmp_path / "nope")])
     assert code == 2 and out == ""
-    assert _error_lines(err) == [f"Error: {tmp_path / 'nope'}: no such folder"]
+    assert _error_lines(err) == [f"Error: {tmp_path / 'nope'}: no such file or folder"]
 
 
 def test_a_folder_with_nothing_of_ours(tmp_path):
@@ -138,7 +138,7 @@ def test_the_console_script_path_gives_one_line_and_no_traceback(tmp_path):
     done = run_bounded([sys.executable, "-m", "weightdiff", str(a), str(tmp_path / "missing")], timeout=120,
                        env=child_env())
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip().splitlines()[0] == f"Error: {tmp_path / 'missing'}: no such folder"
+    assert done.stderr.strip().splitlines()[0] == f"Error: {tmp_path / 'missing'}: no such file or folder"
     assert "Traceback" not in done.stderr
     usage = run_bounded([sys.executable, "-m", "weightdiff", "--help"], timeout=120, env=child_env())
     assert usage.returncode == 0 and "exit codes:" in usage.stdout and "weightdiff check DIR" in usage.stdout

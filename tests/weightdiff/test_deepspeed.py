@@ -142,3 +142,62 @@ def test_pipeline_module_ties_are_recorded_with_their_ranks_and_sync(runs):
     assert last.dims == {"tp": 1, "pp": 2, "dp": 2} and last.world_size == 4
     assert "deepspeed.runtime.pipe.module.PipelineModule" not in word.module_mro  # the owning module's MRO
     assert word.module_class == "torch.nn.modules.sparse.Embedding"
+
+
+def _edit_layer_file(path, key, index, delta):
+    state = torch.load(path, weights_only=True, map_location="cpu")
+    state[key] = state[key].clone()
+    state[key][index] += delta
+    torch.save(state, path)
+
+
+def test_buffers_and_parameter_free_layers_in_a_pipeline_checkpoint(runs, tmp_path):
+    import shutil
+
+    ckpt = runs / "bn" / "ckpt"
+    step = ckpt / "global_step1"
+    assert torch.load(step / "layer_01-model_states.pt", weights_only=True) == {}  # ReLU: an empty file
+    code, out, err = _cli([str(ckpt), str(ckpt)])
+    assert code == 0 and err == "" and "SAME" in out and "11 tensors equal" in out  # 3 of them BatchNorm buffers
+    code, out, _ = _cli([str(runs / "bn" / "run"), str(ckpt)])  # dumps hold the buffers too
+    assert code == 0 and "22 tensors equal" in out
+    code, out, _ = _cli(["check", str(ckpt)])
+    assert code == 0 and "TP=1 PP=2 DP=2" in out  # the run's dp size, from the mp_rank files
+
+    changed = tmp_path / "changed"
+    shutil.copytree(ckpt, changed)
+    _edit_layer_file(changed / "global_step1" / "layer_02-model_states.pt", "running_mean", 5, 5.0)
+    code, out, err = _cli([str(ckpt), str(changed)])
+    assert code == 1 and err == "", out + err
+    assert "2.running_mean (buffer)  differs on pp=0" in out and "first at index [5]" in out
+    assert "max |a-b| 5" in out
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(changed, damaged)
+    layer = damaged / "global_step1" / "layer_05-model_states.pt"
+    layer.write_bytes(layer.read_bytes()[:100])
+    code, out, err = _cli([str(ckpt), str(damaged)])
+    errors = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert code == 3 and len(errors) == 1 and "layer_05-model_states.pt" in errors[0]
+    assert "2.running_mean (buffer)  differs" in out  # the rest is still compared
+
+
+def test_a_checkpoint_against_its_safetensors_export_with_a_name_map(runs, tmp_path):
+    from safetensors.torch import save_file
+
+    step = runs / "bn" / "ckpt" / "global_step1"
+    export = {}
+    for index in (0, 2, 3, 5):
+        for key, value in torch.load(step / f"layer_{index:02d}-model_states.pt", weights_only=True).items():
+            export[f"model.layers.{index}.{key}"] = value.clone()
+    save_file(export, str(tmp_path / "model.safetensors"))
+    name_map = tmp_path / "names.json"
+    name_map.write_text(json.dumps({f"{i}.": f"model.layers.{i}." for i in range(6)}))
+    code, out, err = _cli([str(runs / "bn" / "ckpt"), str(tmp_path), "--name-map", str(name_map)])
+    assert code == 0 and err == "" and "11 tensors equal" in out, out + err
+    code, out, _ = _cli([str(runs / "bn" / "ckpt"), str(tmp_path)])  # names differ: nothing pairs up
+    assert code == 1 and "missing in b" in out
+    export["model.layers.2.running_var"][7] = 0.5
+    save_file(export, str(tmp_path / "model.safetensors"))
+    code, out, _ = _cli([str(runs / "bn" / "ckpt"), str(tmp_path / "model.safetensors"), "--name-map", str(name_map)])
+    assert code == 1 and "model.layers.2.running_var (buffer)  differs on pp=0" in out and "[7]" in out

@@ -23,8 +23,8 @@ from pathlib import Path
 from topology import ParallelDims, describe_ranks
 from weightdiff.analysis.classify import no_decay_reason, tp_duplicate_reason
 from weightdiff.analysis.compare import Tolerance, compare_tensor
-from weightdiff.analysis.diff import ITEMSIZE
-from weightdiff.analysis.grid import infer_dims, placement_rank
+from weightdiff.read.dtypes import itemsize
+from weightdiff.analysis.grid import grid_json, infer_dims, placement_rank
 from weightdiff.errors import BadInput
 from weightdiff.read.sources import Selection
 from weightdiff.read.tensor_file import verify_tensor_file
@@ -61,6 +61,7 @@ class Finding:
     fraction: float | None = None
     module_class: str = ""
     pairs: list[dict] = field(default_factory=list)  # each differing copy: reference, other, max_abs, fraction
+    role: str = "parameter"  # or "buffer"
 
 
 @dataclass
@@ -80,6 +81,8 @@ class CheckReport:
     warnings: list[str] = field(default_factory=list)
 
     def describe_selection(self) -> str:
+        if self.kind not in ("dumps", "deepspeed-checkpoint"):
+            return f"{self.kind}, the whole model in one record; {self.tolerance.describe()}"
         what = "checkpoint step" if self.kind == "deepspeed-checkpoint" else f"{self.tag}-dump of iteration"
         grid = f", TP={self.dims['tp']} PP={self.dims['pp']} DP={self.dims['dp']}" if self.dims else ""
         return f"{what} {self.iteration}, {self.ranks} ranks{grid}; {self.tolerance.describe()}"
@@ -139,7 +142,8 @@ def _compare_group(tasks: list[CopyDiff], tol: Tolerance) -> None:
             for task in tasks:
                 meta = ref.tensors[task.name]
                 try:
-                    vd = compare_tensor(va, vb, task.name, meta.shape, tol, ITEMSIZE.get(meta.dtype, 4))
+                    vd = compare_tensor(va, vb, task.name, meta.shape, tol, itemsize(meta.dtype),
+                                        (meta.dtype, other.tensors[task.name].dtype))
                 except BadInput as e:  # this tensor only; the group's other tensors are still compared
                     task.error = str(e)
                     continue
@@ -192,7 +196,7 @@ def _copy_findings(tasks: list[CopyDiff], dims: ParallelDims | None, replicated:
             detail += f"; expected equal: {tp_duplicate_reason(meta)}"
         findings.append(Finding(
             kind=kind, name=name, ranks=ranks, where=describe_ranks(ranks, dims), detail=detail,
-            max_abs=worst.max_abs, fraction=worst.fraction, module_class=meta.module_class,
+            max_abs=worst.max_abs, fraction=worst.fraction, module_class=meta.module_class, role=meta.role,
             pairs=[{"reference": t.reference.label(), "other": t.other.label(), "max_abs": t.max_abs,
                     "fraction": t.fraction,
                     "other_coords": {"rank": t.other.coords.rank, "pp": t.other.coords.pp, "tp": t.other.coords.tp,
@@ -260,12 +264,14 @@ def build_check_report(sel: Selection, tol: Tolerance, *, jobs: int = 2) -> Chec
     audit, audited, notes = _audit(dumps, dims, replicated)
     order = {TIED: 0, DP: 1, TP: 2, AUDIT: 3}
     findings = sorted(findings, key=lambda f: (order[f.kind], -(f.max_abs or 0.0), f.name)) + audit
+    if sel.whole:
+        notes.append("one copy of each tensor: there are no tied copies, replicas or tp duplicates to compare")
     if sel.kind == "deepspeed-checkpoint":
         notes.append("a checkpoint holds one copy per (pp, tp) and no tied head copy: dp replicas and tied "
                      "copies cannot be checked in it; dump the weights for that")
     return CheckReport(
         path=str(sel.path), kind=sel.kind, iteration=sel.iteration, tag=sel.tag, ranks=len(dumps),
-        dims={"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": "-".join(dims.axes)} if dims else None,
+        dims=grid_json(dims, dumps),
         tolerance=tol, checked={TIED: counts[TIED], DP: counts[DP], TP: counts[TP], AUDIT: audited},
         findings=findings, not_checked={k: n for k, n in unread.items() if n},
         notes=notes, errors=list(dict.fromkeys(list(sel.errors) + file_errors + [t.error for t in tasks if t.error])),

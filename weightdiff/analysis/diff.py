@@ -13,13 +13,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import torch
-
 from topology import RankCoords
 from weightdiff.analysis.classify import norm_reason
 from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
 from weightdiff.analysis.stored_copies import StoredCopies
 from weightdiff.errors import BadInput
+from weightdiff.read.dtypes import itemsize
 from weightdiff.read.sources import Selection
 from weightdiff.read.values import open_values
 from weightdiff.records import RankDump, TensorMeta
@@ -28,8 +27,6 @@ from weightdiff.records import RankDump, TensorMeta
 DIFFERS, SHAPE, DTYPE, MISSING_A, MISSING_B, NOT_SAVED, RESTORED, UNREADABLE = (
     "differs", "shape", "dtype", "missing in a", "missing in b", "not saved", "restored by load", "unreadable")
 NOT_DIFFERENCES = {RESTORED}
-ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "float32": 4, "int32": 4, "bfloat16": 2, "float16": 2,
-            "int16": 2}
 
 
 @dataclass
@@ -53,6 +50,7 @@ class ParamDiff:
     norm: str | None = None  # why it is a norm parameter, when it is
     note: str = ""
     by_fingerprint: bool = False  # decided from the sidecars' hashes, values not read
+    role: str = "parameter"  # "buffer" for running statistics and other buffers
 
     @property
     def is_difference(self) -> bool:
@@ -74,8 +72,19 @@ class PairResult:
     errors: list[str] = field(default_factory=list)
 
 
+def _single_whole(sel: Selection) -> RankDump | None:
+    dumps = list(sel.dumps.values())
+    return dumps[0] if len(dumps) == 1 and dumps[0].whole else None
+
+
 def pair_keys(a: Selection, b: Selection) -> tuple[list[tuple[RankDump, RankDump]], list[RankDump], list[RankDump]]:
-    """(pairs, only in a, only in b). A checkpoint side matches every dp rank of its (pp, tp)."""
+    """(pairs, only in a, only in b). A checkpoint side matches every dp rank of its (pp, tp); a whole-model
+    side (a state dict) matches every rank of the other side, which it covers by name."""
+    wa, wb = _single_whole(a), _single_whole(b)
+    if (wa is None) != (wb is None):
+        whole, other = (wa, b) if wa is not None else (wb, a)
+        ranks = sorted(other.dumps.values(), key=lambda d: d.key)
+        return [(whole, d) if wa is not None else (d, whole) for d in ranks], [], []
     a_repl = any(d.replicated_dp for d in a.dumps.values())
     b_repl = any(d.replicated_dp for d in b.dumps.values())
     by_slice = a_repl or b_repl
@@ -123,6 +132,11 @@ def compare_pair(da: RankDump, db: RankDump, tol: Tolerance, *, trust_fingerprin
     tied copies that a checkpoint does not store are checked (see stored_copies)."""
     result = PairResult(coords_a=da.coords, coords_b=db.coords, source_a=str(da.source), source_b=str(db.source))
     names = list(da.tensors) + [n for n in db.tensors if n not in da.tensors]
+    if da.whole != db.whole:  # the whole model against one rank: only the names that rank holds
+        part = db if da.whole else da
+        names = [n for n in names if n in part.tensors or n in part.unreadable]
+    else:
+        names += [n for n in {**da.unreadable, **db.unreadable} if n not in da.tensors and n not in db.tensors]
     need_values = da.mode == "full" and db.mode == "full"
     elsewhere = StoredCopies(stored or [])
     try:
@@ -151,10 +165,13 @@ def _compare_each(result: PairResult, da: RankDump, db: RankDump, names: list[st
 
 def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol: Tolerance,
                  va, vb, use_fingerprints: bool, elsewhere: StoredCopies) -> None:
+    if name in da.unreadable or name in db.unreadable:  # already reported once, where it was read
+        result.n_unreadable += 1
+        return
     ma, mb = da.tensors.get(name), db.tensors.get(name)
     meta = ma or mb
     where = _where(da, db)
-    base = dict(name=name, coords=where, module_class=meta.module_class, norm=norm_reason(meta))
+    base = dict(name=name, coords=where, module_class=meta.module_class, norm=norm_reason(meta), role=meta.role)
     if ma is None or mb is None:
         side_absent, present = (db, ma) if mb is None else (da, mb)
         if name in side_absent.absent:
@@ -192,10 +209,11 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
         result.diffs.append(ParamDiff(**base, status=UNREADABLE, numel=ma.numel,
                                       note="no values and no comparable fingerprints"))
         return
-    vd = compare_tensor(va, vb, name, ma.shape, tol, max(ITEMSIZE.get(ma.dtype, 1), ITEMSIZE.get(mb.dtype, 1)))
+    vd = compare_tensor(va, vb, name, ma.shape, tol, max(itemsize(ma.dtype), itemsize(mb.dtype)),
+                        (ma.dtype, mb.dtype))
     result.n_compared += 1
     result.elements += ma.numel
-    result.bytes_read += ma.numel * ITEMSIZE.get(ma.dtype, 1) + mb.numel * ITEMSIZE.get(mb.dtype, 1)
+    result.bytes_read += ma.numel * itemsize(ma.dtype) + mb.numel * itemsize(mb.dtype)
     if vd.n_differ == 0 and ma.dtype == mb.dtype:
         result.n_equal += 1
         return
@@ -213,10 +231,11 @@ def _against_stored_copy(base: dict, name: str, present: TensorMeta, present_in_
         return None
     vs = elsewhere.values(stored)
     pp = stored.coords.pp
+    kept = stored.tensors[name].dtype
     if present_in_a:
-        vd = compare_tensor(values, vs, name, present.shape, tol, ITEMSIZE.get(present.dtype, 4))
+        vd = compare_tensor(values, vs, name, present.shape, tol, itemsize(present.dtype), (present.dtype, kept))
     else:
-        vd = compare_tensor(vs, values, name, present.shape, tol, ITEMSIZE.get(present.dtype, 4))
+        vd = compare_tensor(vs, values, name, present.shape, tol, itemsize(present.dtype), (kept, present.dtype))
     if vd.n_differ == 0:
         return ParamDiff(**base, status=RESTORED, numel=present.numel,
                          note=f"this stage's tied copy is not stored; it equals the stored pp={pp} copy, "
@@ -255,12 +274,31 @@ def compare_selections(a: Selection, b: Selection, tol: Tolerance, *, jobs: int 
 
     if jobs <= 1 or len(pairs) <= 1:
         results = [one(p) for p in pairs]
-    else:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # parallel over pairs instead of inside each kernel
-        try:
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                results = list(pool.map(one, pairs))
-        finally:
-            torch.set_num_threads(threads)
+    else:  # numpy's kernels and the memory-mapped reads release the GIL
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(one, pairs))
+    for extra in _not_covered(a, b):  # reported with the first pair, not counted as a pair of its own
+        if results:
+            results[0].diffs.extend(extra.diffs)
+        else:
+            results.append(extra)
     return results, only_a, only_b
+
+
+def _not_covered(a: Selection, b: Selection) -> list[PairResult]:
+    """A whole-model side against ranks: the names that no rank of the other side holds, as missing there."""
+    wa, wb = _single_whole(a), _single_whole(b)
+    if (wa is None) == (wb is None):
+        return []
+    whole, others = (wa, b) if wa is not None else (wb, a)
+    held = {n for d in others.dumps.values() for n in (*d.tensors, *d.absent, *d.unreadable)}
+    missing = [n for n in whole.tensors if n not in held]
+    if not missing:
+        return []
+    result = PairResult(coords_a=whole.coords, coords_b=whole.coords, source_a=str(a.path), source_b=str(b.path))
+    for name in missing:
+        meta = whole.tensors[name]
+        result.diffs.append(ParamDiff(name=name, status=MISSING_B if wa is not None else MISSING_A,
+                                      coords=whole.coords, numel=meta.numel, role=meta.role,
+                                      note="held by no rank of the other side (names differ? see --name-map)"))
+    return [result]

@@ -18,7 +18,7 @@ from topology import ParallelDims, describe_ranks
 from weightdiff.analysis.compare import Tolerance
 from weightdiff.analysis.diff import (DIFFERS, DTYPE, MISSING_A, MISSING_B, NOT_SAVED, SHAPE, UNREADABLE, PairResult,
                                       ParamDiff, compare_selections)
-from weightdiff.analysis.grid import infer_dims, placement_rank
+from weightdiff.analysis.grid import grid_json, infer_dims, placement_rank
 from weightdiff.read.sources import Selection
 from weightdiff.records import RankDump
 
@@ -51,6 +51,7 @@ class ParamSummary:
     norm: str | None
     note: str
     example: ParamDiff  # the rank with the largest difference
+    role: str = "parameter"  # or "buffer"
 
 
 @dataclass
@@ -107,7 +108,7 @@ def summarise(diffs: list[ParamDiff], dims: ParallelDims | None, replicated: boo
             mean_abs=max(d.mean_abs for d in group), fraction=max(d.fraction for d in group),
             n_differ=sum(d.n_differ for d in group),
             reset_to=resets.pop() if len(resets) == 1 else None, module_class=worst.module_class, norm=worst.norm,
-            note=worst.note, example=worst,
+            note=worst.note, example=worst, role=worst.role,
         ))
     result.sort(key=lambda s: (SEVERITY.get(s.status, 9), -s.max_abs, -s.fraction, s.name))
     return result
@@ -166,10 +167,11 @@ def build_diff_report(a: Selection, b: Selection, tol: Tolerance, *, jobs: int =
                           f"(no {other_has} for them in {other.path}); not compared")
     for r in results:
         errors.extend(r.errors)
+    errors = list(dict.fromkeys(errors))  # a file shared by several pairs is one line
     verdict = _verdict(params, results)
     return DiffReport(
         a=_side(a), b=_side(b), tolerance=tol,
-        dims={"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": "-".join(dims.axes)} if dims else None,
+        dims=grid_json(dims, dumps),
         headline=_headline(verdict, params, dims, results), params=params, informational=info, pairs=results,
         only_in_a=_rank_list(only_a, dims), only_in_b=_rank_list(only_b, dims), errors=errors,
         warnings=list(a.warnings) + list(b.warnings), verdict=verdict, compared_pairs=len(results),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from weightdiff.analysis.compare import Tolerance, compare_tensor
-from weightdiff.analysis.diff import ITEMSIZE
+from weightdiff.read.dtypes import itemsize
 from weightdiff.errors import BadInput
 from weightdiff.read.sources import scan, select
 from weightdiff.read.values import open_values
@@ -81,7 +81,8 @@ def _max_gap(copies, name: str, errors: list[str]) -> float | None:
                     continue
                 with open_values(other) as vb:
                     meta = ref.tensors[name]
-                    vd = compare_tensor(va, vb, name, meta.shape, Tolerance(), ITEMSIZE.get(meta.dtype, 4))
+                    vd = compare_tensor(va, vb, name, meta.shape, Tolerance(), itemsize(meta.dtype),
+                                        (meta.dtype, other.tensors[name].dtype))
                     worst = max(worst, vd.max_abs)
     except BadInput as e:
         errors.append(str(e))

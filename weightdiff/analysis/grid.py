@@ -53,3 +53,15 @@ def placement_rank(dump_coords, dims: ParallelDims | None, replicated: bool) -> 
     if replicated and dims is not None and dims.dp == 1:
         return dims.rank(dp=0, pp=dump_coords.pp, tp=dump_coords.tp)
     return dump_coords.rank
+
+
+def grid_json(dims: ParallelDims | None, dumps: list[RankDump]) -> dict | None:
+    """The grid as reports show it. A checkpoint-only grid places its slices at dp=0, but the run it came
+    from had the dp size its files declare (`dp_world_size`): that is the size shown."""
+    if dims is None:
+        return None
+    grid = {"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": "-".join(dims.axes)}
+    declared = [d.dims["dp"] for d in dumps if isinstance(d.dims, dict) and isinstance(d.dims.get("dp"), int)]
+    if dumps and all(d.replicated_dp for d in dumps) and declared:
+        grid["dp"] = max(declared)
+    return grid

@@ -4,6 +4,9 @@ Pairs ranks by their (pp, tp, dp) coordinates, ignoring pids and iterations. By 
 after-dump is compared with B/'s first before-dump (the seed's "after iteration 805 vs before iteration 806,
 across a restart"); --a-iteration/--b-iteration and --a-tag/--b-tag choose otherwise. A DeepSpeed checkpoint
 folder (with `latest`, or a global_stepN/ folder) can stand on either side; it counts for every dp rank.
+So can a whole model: a torch.save file, model.safetensors or its *.safetensors.index.json (or their
+folder), a torch.distributed.checkpoint folder; it is paired with every rank of the other side by name
+(--name-map renames prefixes where the two name the model apart). Buffers are compared like parameters.
 When A and B are the same folder (a resumed run that dumps into the folder of the first), the default is the
 latest restart in it: the last after-dump written by the old processes vs the first before-dump of the new
 ones. Every element is compared, bitwise unless --atol/--rtol are given.
@@ -28,6 +31,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_iteration(parser, "--b-iteration", help="iteration of B to use (default: the first)")
     parser.add_argument("--a-tag", help="dump tag of A to use (default: after, when present)")
     parser.add_argument("--b-tag", help="dump tag of B to use (default: before, when present)")
+    parser.add_argument("--name-map", metavar="FILE", type=Path,
+                        help='JSON {"old prefix": "new prefix"} applied to the names of both sides before pairing '
+                             "(a DeepSpeed checkpoint against its HF export)")
     parser.add_argument("--trust-fingerprints", action="store_true",
                         help="treat tensors whose SHA-256 in the sidecars are equal as equal without reading them")
     add_common(parser)
@@ -42,10 +48,12 @@ def _same_folder(a: Path, b: Path) -> bool:
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from weightdiff.analysis.diff_report import build_diff_report
-    from weightdiff.read.sources import restart_boundary, select
+    from weightdiff.read.name_map import apply_name_map, load_name_map
+    from weightdiff.read.sources import restart_boundary, scan, select
 
     tol = tolerance(args)
-    if _same_folder(args.a, args.b) and args.a_iteration is None and args.b_iteration is None:
+    if _same_folder(args.a, args.b) and args.a_iteration is None and args.b_iteration is None \
+            and args.a.is_dir() and scan(args.a).names:
         boundary = restart_boundary(args.a)
         if boundary is None:
             raise CommandError(f"{args.a}: A and B are the same folder and it holds no restart (no iteration "
@@ -57,8 +65,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                    jobs=args.jobs)
         b = select(args.b, iteration=args.b_iteration, tag=args.b_tag, which="first", prefer_tag="before",
                    jobs=args.jobs)
+        if args.name_map is not None:
+            mapping = load_name_map(args.name_map)
+            a, b = apply_name_map(a, mapping), apply_name_map(b, mapping)
     except BadInput as e:
-        raise CommandError(str(e), hint="give two folders of weightdiff dumps or DeepSpeed checkpoints") from None
+        raise CommandError(str(e), hint="give two folders of weightdiff dumps or DeepSpeed checkpoints, or model "
+                                        "files (torch.save, safetensors, DCP)") from None
     report = build_diff_report(a, b, tol, jobs=args.jobs, trust_fingerprints=args.trust_fingerprints)
     if args.json:
         from weightdiff.render.jsonout import to_json

@@ -14,7 +14,9 @@ Layout (deepspeed 0.19.8, pipeline engine; `latest` names the tag folder):
                                                      with the groups' hyperparameters
 
 A layer file's keys are local ("word_embeddings.weight"); the full names ("tied_modules.embed.word_embeddings
-.weight", "3.dense.weight") and the stage that owns each layer come from `param_shapes`. A tied layer with a
+.weight", "3.dense.weight") and the stage that owns each layer come from `param_shapes`. Keys that
+`param_shapes` does not list are buffers (BatchNorm's running statistics) and are read too (role "buffer"). A
+layer with neither (ReLU, dropout) has an empty file, which is skipped. A tied layer with a
 `forward_fn` (the output head on the last stage) has no file: its names are recorded in `RankDump.absent`.
 
 Safe loading: every file goes through `torch.load(weights_only=True)`. Layer and mp_rank files load as they
@@ -26,11 +28,10 @@ code named in the file is imported or run.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
@@ -45,6 +46,7 @@ OPAQUE_GLOBALS = (
     "deepspeed.runtime.fp16.loss_scaler.LossScaler",
     "deepspeed.runtime.zero.config.ZeroStageEnum",
 )
+BUFFER_LEAVES = {"running_mean", "running_var", "num_batches_tracked"}  # buffers by name, where nothing else says
 
 
 class Opaque:
@@ -57,8 +59,15 @@ class Opaque:
         self.state = state
 
 
+def is_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def safe_load(path: Path, *, mmap: bool = False) -> Any:
     require_regular_file(path)  # a FIFO would block torch.load forever
+    import torch
+
     try:
         with torch.serialization.safe_globals([(Opaque, name) for name in OPAQUE_GLOBALS]):
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
@@ -126,7 +135,7 @@ class _OpenCheckpoint:
     def names(self) -> set[str]:
         return set(self.locations)
 
-    def get(self, name: str) -> torch.Tensor:
+    def get(self, name: str) -> Any:
         path, key = self.locations[name]
         if path not in self._loaded:
             state = safe_load(path, mmap=True)
@@ -134,11 +143,11 @@ class _OpenCheckpoint:
                 state = state.get("module") or {}
             self._loaded[path] = state
         value = self._loaded[path].get(key)
-        if not isinstance(value, torch.Tensor):
+        if not is_tensor(value):
             raise BadInput(f"{path}: no tensor {key!r}")
         return value
 
-    def rows(self, name: str, start: int, stop: int) -> torch.Tensor:
+    def rows(self, name: str, start: int, stop: int) -> Any:
         return self.get(name)[start:stop]
 
     def close(self) -> None:
@@ -231,14 +240,17 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
         if isinstance(module, dict):  # not pipelined: the whole model is in the mp_rank file
             buffers = set(stage.state.get("buffer_names") or [])
             for key, value in module.items():
-                if isinstance(value, torch.Tensor) and key not in buffers:
-                    _add(metas, locations, stage, key, value, stage.mp_file, key)
+                if is_tensor(value):
+                    role = "buffer" if key in buffers or (stage.names and key not in stage.names) else "parameter"
+                    _add(metas, locations, stage, key, value, stage.mp_file, key, role)
     for idx, tp, path in layer_files:
         try:
             state = safe_load(path, mmap=True)
         except BadInput as e:
             errors.append(str(e))
             continue
+        if not isinstance(state, dict) or not any(is_tensor(v) for v in state.values()):
+            continue  # a layer without parameters or buffers (ReLU, dropout): DeepSpeed writes an empty file
         same_tp = [s for s in stages if s.tp == tp]
         mapped = _map_layer(idx, list(state), same_tp) if any(s.names for s in same_tp) else None
         if mapped is None and pp_degree == 1 and same_tp:
@@ -250,8 +262,10 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
         stage, prefix = mapped
         for key, value in state.items():
             name = prefix + key
-            if isinstance(value, torch.Tensor) and (not stage.names or name in stage.names):
-                _add(metas, locations, stage, name, value, path, key)
+            if is_tensor(value):  # ZeRO's param_shapes list the parameters: the other tensors are buffers
+                role = "buffer" if (stage.names and name not in stage.names) or (
+                    not stage.names and key.rsplit(".", 1)[-1] in BUFFER_LEAVES) else "parameter"
+                _add(metas, locations, stage, name, value, path, key, role)
 
     dumps = []
     for stage in stages:
@@ -274,10 +288,11 @@ def _name_order(name: str) -> tuple:
     return (0, "", name) if name.startswith("tied_modules.") else (1, int(head) if head.isdigit() else 10**9, name)
 
 
-def _add(metas, locations, stage: _Stage, name: str, value: torch.Tensor, path: Path, key: str) -> None:
+def _add(metas, locations, stage: _Stage, name: str, value: Any, path: Path, key: str, role: str) -> None:
     metas[(stage.pp, stage.tp)][name] = TensorMeta(
         name=name, shape=tuple(value.shape), dtype=str(value.dtype).removeprefix("torch."),
         group_index=stage.names.get(name) if stage.names.get(name, -1) >= 0 else None,
+        role=role, requires_grad=role != "buffer",
     )
     locations[(stage.pp, stage.tp)][name] = (path, key)
 

@@ -1,5 +1,13 @@
-"""A folder given on the command line -> the rank dumps to work on: one (iteration, tag) of a dump set, or one
-tag folder of a DeepSpeed checkpoint.
+"""A path given on the command line -> the rank dumps to work on, whatever its format (the one reader
+interface: name -> tensor records with (pp, tp, dp) coordinates, and a source for their values):
+
+    a folder of weightdiff dumps          one (iteration, tag) of the dump set            read/sidecar.py
+    a DeepSpeed checkpoint folder         one tag folder, one record per (pp, tp)         read/checkpoint.py
+    a torch.save file (or pytorch_model.bin in a folder)   one whole-model record         read/whole.py
+    model.safetensors, *.safetensors.index.json (file or folder)   one whole-model record read/hf_safetensors.py
+    a torch.distributed.checkpoint folder (.metadata)              one whole-model record read/dcp.py
+
+Only the readers that need torch import it (DeepSpeed, torch.save, DCP): dumps and safetensors do not.
 
 Dump files are found anywhere under the folder (`RUN/`, `RUN/weights/` or a copy made with `mv debug-* a/`),
 selected by the iteration and tag in their names, and only then read: a run with 384 ranks and 1,000 dumped
@@ -9,6 +17,8 @@ file, a tensor file without its sidecar, two dumps of one rank) become one-line 
 
 from __future__ import annotations
 
+import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +26,7 @@ from pathlib import Path
 from weightdiff.errors import BadInput
 from weightdiff.naming import DumpName, parse_name
 from weightdiff.read.checkpoint import is_checkpoint_folder, latest_tag_folder, read_checkpoint, tag_folders
-from weightdiff.read.files import require_folder, require_regular_file
+from weightdiff.read.files import kind_of, require_folder, require_regular_file, why
 from weightdiff.read.sidecar import read_sidecar
 from weightdiff.records import RankDump
 
@@ -26,7 +36,7 @@ class Selection:
     """The dumps of one folder chosen for a comparison or a check, keyed by (pp, tp, dp)."""
 
     path: Path
-    kind: str  # "dumps" or "deepspeed-checkpoint"
+    kind: str  # "dumps", "deepspeed-checkpoint", or a whole-model kind: "torch-save", "safetensors", "dcp"
     iteration: int | None
     tag: str | None
     dumps: dict[tuple[int, int, int], RankDump]
@@ -34,9 +44,9 @@ class Selection:
     warnings: list[str] = field(default_factory=list)
     iterations: list[int] = field(default_factory=list)  # every iteration available with this tag
 
-    def describe(self) -> str:
-        what = "checkpoint" if self.kind == "deepspeed-checkpoint" else f"{self.tag}-dump of iteration"
-        return f"{self.path} ({what} {self.iteration}, {len(self.dumps)} ranks)"
+    @property
+    def whole(self) -> bool:
+        return self.kind in WHOLE_KINDS
 
 
 def _dump_names(path: Path) -> tuple[list[tuple[DumpName, Path]], list[str]]:
@@ -74,18 +84,80 @@ def scan(path: str | Path) -> FolderScan:
     return FolderScan(path, names, errors)
 
 
+WHOLE_KINDS = ("torch-save", "safetensors", "dcp")
+
+
+def _whole_format(path: Path) -> tuple[str, Path] | None:
+    """(kind, the path its reader takes) for a whole-model file or folder, or None."""
+    from weightdiff.read.dcp import is_dcp_folder
+    from weightdiff.read.hf_safetensors import INDEX_SUFFIX, find_safetensors
+
+    if path.is_dir():
+        if is_dcp_folder(path):
+            return "dcp", path
+        found = find_safetensors(path)
+        if found is not None:
+            return "safetensors", found
+        if (path / "pytorch_model.bin").exists():
+            return "torch-save", path / "pytorch_model.bin"
+        return None
+    if path.name.endswith((".safetensors", INDEX_SUFFIX)):
+        return "safetensors", path
+    return "torch-save", path
+
+
+def _select_whole(kind: str, path: Path, given: Path, iteration: int | None, tag: str | None) -> Selection:
+    if iteration is not None or tag is not None:
+        raise BadInput(f"{given}: a {kind} file holds one moment: --iteration and --tag do not apply to it")
+    if kind == "dcp":
+        from weightdiff.read.dcp import read_dcp
+
+        dump, errors = read_dcp(path)
+    elif kind == "safetensors":
+        from weightdiff.read.hf_safetensors import read_safetensors
+
+        dump, errors = read_safetensors(path)
+    else:
+        from weightdiff.read.whole import read_torch_save
+
+        dump, errors = read_torch_save(path), []
+    return Selection(path=given, kind=kind, iteration=None, tag=None, dumps={dump.key: dump}, errors=errors)
+
+
+def _file_or_folder(path: Path) -> bool:
+    """True for a regular file (a whole-model file); False for a folder; BadInput for anything else."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file or folder") from None
+    except OSError as e:
+        raise BadInput(f"{path}: cannot open ({why(e)})") from None
+    if stat.S_ISREG(st.st_mode):
+        return True
+    if not stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{path}: {kind_of(st.st_mode)}; give a folder or a model file")
+    return False
+
+
 def select(path: str | Path, *, iteration: int | None = None, tag: str | None = None, which: str = "last",
            prefer_tag: str = "after", jobs: int = 8, scanned: FolderScan | None = None) -> Selection:
     """Choose one moment in `path`: `iteration` (default: the last or first one, per `which`) and `tag`
     (default: `prefer_tag` when such dumps exist). Raises BadInput when nothing at all can be used."""
+    if scanned is None and _file_or_folder(Path(path)):
+        kind, target = _whole_format(Path(path))
+        return _select_whole(kind, target, Path(path), iteration, tag)
     scanned = scanned or scan(path)
     path, names, errors = scanned.path, scanned.names, list(scanned.errors)
     if not names:
         if is_checkpoint_folder(path):
             return _select_checkpoint(path, iteration)
+        whole = _whole_format(path)
+        if whole is not None:
+            return _select_whole(*whole, path, iteration, tag)
         if errors:
             raise BadInput(errors[0])
-        raise BadInput(f"{path}: no weightdiff dumps (debug-*.json) and no DeepSpeed checkpoint here")
+        raise BadInput(f"{path}: no weightdiff dumps (debug-*.json), DeepSpeed checkpoint, model.safetensors, "
+                       "*.safetensors.index.json, pytorch_model.bin or DCP .metadata here")
     tags = {n.tag for n, _ in names}
     if tag is None:
         tag = prefer_tag if prefer_tag in tags else sorted(tags)[0]

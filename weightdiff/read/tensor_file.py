@@ -20,20 +20,25 @@ import struct
 from pathlib import Path
 
 from weightdiff.errors import BadInput
+from weightdiff.read.dtypes import CODES
 from weightdiff.read.files import open_regular, read_at
 from weightdiff.records import TensorMeta
 
 MAX_HEADER_BYTES = 100 << 20
 
 
-def _dtype_codes() -> dict[str, str]:
-    from weightdiff.safetensors_writer import DTYPE_CODES
+def read_header(path: Path) -> tuple[dict, int]:
+    """(the parsed JSON header, the offset where tensor data starts) of a complete safetensors file; BadInput
+    when the file is truncated, longer than its header says, or not safetensors."""
+    header, start, end, size = _header(path)
+    if size != start + end:
+        what = "truncated" if size < start + end else "longer than its header describes"
+        raise BadInput(f"{path}: {what} ({size:,} bytes, its header needs {start + end:,})")
+    return header, start
 
-    return {str(dtype).removeprefix("torch."): code for dtype, code in DTYPE_CODES.items()}
 
-
-def _header(path: Path) -> tuple[dict, int, int]:
-    """(the parsed JSON header, the size the file must have according to it, its size)."""
+def _header(path: Path) -> tuple[dict, int, int, int]:
+    """(the parsed JSON header, where the data starts, where it ends relative to that, the file's size)."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size < 8:
@@ -62,17 +67,14 @@ def _header(path: Path) -> tuple[dict, int, int]:
             raise BadInput(f"{path}: not a safetensors file (bad header entry for {name}: "
                            f"{type(e).__name__})") from None
         end = max(end, stop)
-    return header, 8 + length + end, size
+    return header, 8 + length, end, size
 
 
 def verify_tensor_file(path: Path, expected: dict[str, TensorMeta]) -> dict[str, str]:
     """Raise BadInput when the file cannot be used at all; return tensor name -> one-line problem for each
     tensor of `expected` that the file lacks or holds with another shape or dtype."""
-    header, needed, size = _header(path)
-    if size != needed:
-        what = "truncated" if size < needed else "longer than its header describes"
-        raise BadInput(f"{path}: {what} ({size:,} bytes, its header needs {needed:,})")
-    codes = _dtype_codes()
+    header, _ = read_header(path)
+    codes = CODES
     problems = {}
     for name, meta in expected.items():
         entry = header.get(name)

@@ -1,74 +1,136 @@
-"""Stream one rank's tensor values from wherever its RankDump says they are.
+"""Stream one rank's tensor values from wherever its RankDump says they are, as numpy arrays.
 
-- A dump: a safetensors file, first checked against its sidecar (`weightdiff.read.tensor_file`: a regular
-  file of the right size, each tensor's shape and dtype), then opened with `safe_open` (memory-mapped; a
-  tensor is read only when asked for, and a large one in row blocks through `get_slice`).
-- A DeepSpeed checkpoint: `CheckpointValues` from `weightdiff.read.checkpoint`, whose state dicts are loaded
-  with `torch.load(weights_only=True, mmap=True)`.
+- safetensors (our dumps, HF `model.safetensors` and its shards): the header is checked (a complete file,
+  each tensor's dtype, shape and byte range; for a dump also against its sidecar, `weightdiff.read.tensor_file`),
+  then the file is memory-mapped read-only and a tensor is a numpy view of its bytes: nothing is read until
+  it is compared, a large one row block by row block. No torch.
+- anything else (`tensor_source.open()`): DeepSpeed checkpoints, `torch.save` files and DCP folders hand back
+  torch tensors, which the comparison turns into the same numpy form (`weightdiff.read.dtypes.as_array`).
 
-Both offer the same small interface (`Values`). Any failure to read becomes `BadInput`, one line naming the
-file and the tensor; a tensor that does not match its sidecar fails alone, the others are still read.
+All offer the same small interface (`Values`). Any failure to read becomes `BadInput`, one line naming the
+file and the tensor; a tensor that does not match its record fails alone, the others are still read.
 """
 
 from __future__ import annotations
 
+import math
+import mmap
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-import torch
+import numpy as np
 
 from weightdiff.errors import BadInput
-from weightdiff.read.files import one_line
-from weightdiff.read.tensor_file import verify_tensor_file
+from weightdiff.read.dtypes import SAFETENSORS, storage_dtype
+from weightdiff.read.files import open_regular, why
+from weightdiff.read.tensor_file import read_header, verify_tensor_file
 from weightdiff.records import RankDump
 
 BLOCK_BYTES = 32 << 20  # large tensors are read and compared in row blocks of about this size
 
 
 class Values(Protocol):
+    """A piece is a numpy array in its storage dtype (see `weightdiff.read.dtypes`) or a torch tensor."""
+
     def names(self) -> set[str]: ...
-    def rows(self, name: str, start: int, stop: int) -> torch.Tensor: ...
-    def get(self, name: str) -> torch.Tensor: ...
+    def rows(self, name: str, start: int, stop: int) -> Any: ...
+    def get(self, name: str) -> Any: ...
     def close(self) -> None: ...
 
 
-class SafetensorsValues:
-    def __init__(self, path: Path, expected: dict):
-        from safetensors import safe_open
+@dataclass(frozen=True)
+class Located:
+    """Where one tensor's bytes are: a safetensors file and the absolute offset of its data."""
 
-        self.path = path
-        self._mismatched = verify_tensor_file(path, expected)
+    path: Path
+    offset: int
+    dtype: str  # logical name, e.g. "bfloat16"
+    shape: tuple[int, ...]
+
+
+def locate(path: Path) -> tuple[dict[str, Located], dict[str, str]]:
+    """Every tensor of one safetensors file, and name -> one-line problem for entries that cannot be read
+    (an unknown dtype, a byte range that does not match dtype and shape). BadInput when the file as a whole
+    is unusable (truncated, not safetensors)."""
+    header, data_start = read_header(path)
+    found, problems = {}, {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
         try:
-            self._file = safe_open(str(path), framework="pt")
-            self._names = set(self._file.keys())
-        except Exception as e:  # safetensors raises its own SafetensorError, or OSError
-            raise BadInput(f"{path}: not a readable safetensors file ({one_line(e)})") from None
+            dtype = SAFETENSORS[entry["dtype"]]
+            shape = tuple(int(s) for s in entry["shape"])
+            begin, end = (int(x) for x in entry["data_offsets"])
+            if any(s < 0 for s in shape) or end - begin != math.prod(shape) * storage_dtype(dtype).itemsize:
+                raise ValueError(f"{end - begin} bytes for shape {list(shape)} of {dtype}")
+        except (KeyError, TypeError, ValueError) as e:
+            problems[name] = f"{path}: tensor {name} cannot be read (bad header entry: {type(e).__name__}: {e})"
+            continue
+        found[name] = Located(path, data_start + begin, dtype, shape)
+    return found, problems
+
+
+class SafetensorsValues:
+    """Tensors in one or more safetensors files, each file memory-mapped read-only when first needed."""
+
+    def __init__(self, located: dict[str, Located], problems: dict[str, str] | None = None):
+        self._located = located
+        self._problems = dict(problems or {})
+        self._maps: dict[Path, mmap.mmap] = {}
+
+    @classmethod
+    def for_dump(cls, path: Path, expected: dict) -> "SafetensorsValues":
+        mismatched = verify_tensor_file(path, expected)
+        located, problems = locate(path)
+        return cls(located, {**problems, **mismatched})
 
     def names(self) -> set[str]:
-        return self._names
+        return set(self._located)
 
-    def _check(self, name: str) -> None:
-        if name in self._mismatched:
-            raise BadInput(self._mismatched[name])
+    def _map(self, path: Path) -> mmap.mmap:
+        if path not in self._maps:
+            with open_regular(path) as f:
+                try:
+                    self._maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError) as e:
+                    what = why(e) if isinstance(e, OSError) else str(e)
+                    raise BadInput(f"{path}: cannot memory-map ({what})") from None
+        return self._maps[path]
 
-    def get(self, name: str) -> torch.Tensor:
-        self._check(name)
-        try:
-            return self._file.get_tensor(name)
-        except Exception as e:
-            raise BadInput(f"{self.path}: cannot read tensor {name} ({one_line(e)})") from None
+    def get(self, name: str) -> np.ndarray:
+        if name in self._problems:
+            raise BadInput(self._problems[name])
+        loc = self._located.get(name)
+        if loc is None:
+            raise BadInput(f"no tensor {name} in the safetensors file(s)")
+        dtype = storage_dtype(loc.dtype)
+        count = math.prod(loc.shape)
+        if count == 0:
+            return np.empty(loc.shape, dtype=dtype)
+        mapped = self._map(loc.path)
+        if loc.offset + count * dtype.itemsize > len(mapped):
+            raise BadInput(f"{loc.path}: tensor {name} ends after the end of the file (changed while reading?)")
+        return np.frombuffer(mapped, dtype=dtype, count=count, offset=loc.offset).reshape(loc.shape)
 
-    def rows(self, name: str, start: int, stop: int) -> torch.Tensor:
-        self._check(name)
-        try:
-            return self._file.get_slice(name)[start:stop]
-        except Exception as e:
-            raise BadInput(f"{self.path}: cannot read tensor {name} rows {start}:{stop} ({one_line(e)})") from None
+    def rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        return self.get(name)[start:stop]
 
     def close(self) -> None:
-        self._file = None
+        self._maps.clear()  # numpy views may still hold a map: it is unmapped when the last view goes
+
+
+@dataclass
+class SafetensorsSet:
+    """A tensor source made of safetensors files (HF single or sharded): what `open()` reads."""
+
+    located: dict[str, Located]
+    problems: dict[str, str]
+
+    def open(self) -> SafetensorsValues:
+        return SafetensorsValues(self.located, self.problems)
 
 
 def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[tuple[int, int]] | None:
@@ -84,7 +146,7 @@ def row_blocks(shape: tuple[int, ...], itemsize: int) -> list[tuple[int, int]] |
     return [(start, min(start + step, shape[0])) for start in range(0, shape[0], step)]
 
 
-def iter_pieces(values: Values, name: str, blocks: list[tuple[int, int]] | None) -> Iterator[torch.Tensor]:
+def iter_pieces(values: Values, name: str, blocks: list[tuple[int, int]] | None) -> Iterator[Any]:
     if blocks is None:
         yield values.get(name)
         return
@@ -95,11 +157,15 @@ def iter_pieces(values: Values, name: str, blocks: list[tuple[int, int]] | None)
 @contextmanager
 def open_values(dump: RankDump) -> Iterator[Values]:
     """Open a RankDump's values (its `tensor_source`) for reading; raises BadInput when they cannot be read."""
-    source = dump.tensor_source
-    if source is None:
+    if dump.tensor_source is None:
         raise BadInput(f"{dump.source}: no tensor values: this dump holds fingerprints only (mode=fingerprint)")
-    values = SafetensorsValues(source, dump.tensors) if isinstance(source, Path) else source.open()
+    values = open_source(dump.tensor_source, dump.tensors)
     try:
         yield values
     finally:
         values.close()
+
+
+def open_source(source: Any, expected: dict) -> Values:
+    """A dump's tensor file (a Path, checked against `expected`, its sidecar's records) or a reader's source."""
+    return SafetensorsValues.for_dump(source, expected) if isinstance(source, Path) else source.open()

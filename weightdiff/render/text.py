@@ -15,6 +15,7 @@ from rich.text import Text
 from weightdiff.analysis.check_report import CheckReport, Finding
 from weightdiff.analysis.diff_report import DiffReport, ParamSummary
 from weightdiff.analysis.drift import DriftReport
+from weightdiff.read.whole import KIND_NAMES
 
 VERDICT_STYLES = {"different": "bold red", "same": "bold green"}  # incomplete / not compared: bold yellow
 
@@ -38,6 +39,8 @@ def fmt_fraction(f: float | None) -> str:
 
 
 def _side(label: str, side) -> str:
+    if side.kind in KIND_NAMES:
+        return f"{label}: {side.path} ({KIND_NAMES[side.kind]}, the whole model)"
     if side.kind == "deepspeed-checkpoint":
         return f"{label}: {side.path} (DeepSpeed checkpoint, step {side.iteration}, {side.ranks} (pp, tp) slices)"
     return f"{label}: {side.path} ({side.tag}-dumps of iteration {side.iteration}, {side.ranks} ranks)"
@@ -47,8 +50,13 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _named(name: str, role: str) -> str:
+    return f"{name} (buffer)" if role == "buffer" else name
+
+
 def _param_lines(i: int, p: ParamSummary) -> tuple[str, str]:
-    head = f"{i:>3}. {p.name}  [bold]{escape(p.status)}[/] on {escape(p.where)} ({_plural(len(p.ranks), 'rank')})"
+    head = (f"{i:>3}. {_named(p.name, p.role)}  [bold]{escape(p.status)}[/] on {escape(p.where)} "
+            f"({_plural(len(p.ranks), 'rank')})")
     parts = []
     if p.status in ("differs", "dtype") and not p.example.by_fingerprint:
         parts.append(f"max |a-b| {fmt_float(p.max_abs)}, mean |a-b| {fmt_float(p.mean_abs)}, "
@@ -86,7 +94,8 @@ def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> Non
     if report.informational:
         console.print("not differences, for information:")
         for p in report.informational:
-            console.print(f"  {p.name} on {p.where}: {p.status}: {p.note}", highlight=False, soft_wrap=True)
+            console.print(f"  {_named(p.name, p.role)} on {p.where}: {p.status}: {p.note}", highlight=False,
+                          soft_wrap=True)
     for label, ranks in (("a", report.only_in_a), ("b", report.only_in_b)):
         if ranks:
             console.print(f"only in {label}: {', '.join(ranks[:8])}{' ...' if len(ranks) > 8 else ''}",
@@ -101,7 +110,7 @@ def _finding_lines(i: int, f: Finding) -> tuple[str, str]:
     size = ""
     if f.max_abs is not None:
         size = f", max |diff| {fmt_float(f.max_abs)}"
-    return (f"{i:>3}. \\[{f.kind}] {f.name} on {escape(f.where)}{size}",
+    return (f"{i:>3}. \\[{f.kind}] {_named(f.name, f.role)} on {escape(f.where)}{size}",
             f"       {escape(f.detail)}" + (f"; class {f.module_class}" if f.module_class and f.module_class not in
                                             f.detail else ""))
 
