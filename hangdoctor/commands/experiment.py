@@ -247,6 +247,9 @@ def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK if len(results) == len(args.logs) else EXIT_PARTIAL
 
 
+ITERATION_EVERY = 10.0  # seconds between two progress lines of one run
+
+
 def progress_events(err: Console, total: int):
     from hangdoctor.experiments.runner import Events
 
@@ -258,7 +261,24 @@ def progress_events(err: Console, total: int):
         detail = {"completed": figure, "hung": result.verdict or result.reason}.get(result.status) or result.reason
         line(spec, f"{result.status}" + (f": {detail}" if detail else ""))
 
-    return Events(started=lambda spec, launched: line(spec, f"started ({launched.ident})"),
+    shown: dict[str, float] = {}  # run -> when its last iteration line was shown
+
+    def iteration(spec: RunSpec, parsed) -> None:
+        """The run's iterations as they come: the first one, then one line every ITERATION_EVERY seconds."""
+        now = time.monotonic()
+        if spec.name in shown and now - shown[spec.name] < ITERATION_EVERY:
+            return
+        shown[spec.name] = now
+        fields, figures = parsed.fields, []
+        try:
+            figures.append(f"{float(fields['elapsed time per iteration (ms)']) / 1000:.3g} s/it")
+        except (KeyError, ValueError):
+            pass
+        if "lm loss" in fields:
+            figures.append(f"loss {fields['lm loss']}")
+        line(spec, f"iteration {parsed.iteration}/{parsed.train_iters}" + (f" ({', '.join(figures)})" if figures else ""))
+
+    return Events(started=lambda spec, launched: line(spec, f"started ({launched.ident})"), iteration=iteration,
                   diagnosing=lambda spec, reason: line(spec, f"{reason}: running hangdoctor attach"),
                   ended=ended)
 

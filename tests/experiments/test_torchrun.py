@@ -38,6 +38,7 @@ def test_a_hung_torchrun_run_is_diagnosed_then_killed_with_every_rank(tmp_path):
     assert result.returncode == 1, result.output[-5000:]
     run = json.loads(result.stdout)["runs"][0]
     assert (run["status"], run["last_iteration"], run["launcher"]) == ("hung", 3, "torchrun")
+    assert re.search(r"\[1/1\] \S+: iteration 1/5 \(\S+ s/it, loss \S+\)", result.stderr), result.stderr[-3000:]
     assert run["measured_over"] == "median of iterations 2-3" and run["sec_per_it"] > 0  # figures before the hang
     verdict = json.loads((out / "runs" / run["run"] / "hangdoctor" / "verdict.json").read_text())
     assert verdict["headline"] == "HUNG: 2 ranks stuck, 2 in 2 calls (2/2 responded)"
