@@ -3,13 +3,16 @@
 Two jobs run side by side on the 4 virtual nodes, submitted with the slurm package's sbatch template:
 - the gloo fixture, 8 ranks on 4 nodes (tp=2 pp=2 dp=2; rank 2 SIGSTOPped, rank 7 a straggler);
 - the reference trainer, PP=2 DP=2 on 2 nodes, with the skip-loss-broadcast fault at iteration 2.
+The fixture declares them hung by evidence the test reads itself: ready markers and /proc states, then every rank
+that should wait holding the same main-thread stack in two py-spy samples. Each test then asks attach once and
+asserts its first answer; rank 7 of the gloo job never settles, and the verdict must say so without blaming the
+ranks that wait.
 """
 
 import json
-import shutil
 import os
 import signal
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,8 @@ import pytest
 from slurm.daemons import read_daemons
 from slurm.process import run_command
 from slurm.sbatch import TrainerJob, render_sbatch, submit, wait_for_state
-from tests.hangdoctor.livejobs import FIXTURES
+from slurm.pids import list_pids
+from tests.hangdoctor.livejobs import FIXTURES, Stack, innermost, proc_state, wait_until, wait_until_stacks_hold
 from tests.support import PYTHON, REPO, child_env, run_bounded
 from tests.trainer_runs import MODEL
 from topology import ParallelDims
@@ -30,11 +34,22 @@ def job_env(cluster) -> dict:
     return cluster.env(child_env())
 
 
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not reached within {timeout:.0f}s"
-        time.sleep(0.5)
+@dataclass
+class HungJobs:
+    ids: dict[str, str]  # "gloo" / "trainer" -> SLURM job id
+    stacks: dict[str, dict[int, Stack]]  # the main-thread stacks that held still when the fixture sampled them
+
+    def __getitem__(self, name: str) -> str:
+        return self.ids[name]
+
+    def saw(self, name: str) -> str:
+        return "the test saw: " + "; ".join(f"rank {r}: {innermost(s)}" for r, s in sorted(self.stacks[name].items()))
+
+
+def step_ranks(cluster, job_id: str) -> dict[int, int]:
+    """{rank: pid} of the tasks of the job's step 0, from `scontrol listpids` on each node."""
+    rows = [row for node in cluster.node_names for row in list_pids(job_id, node, env=job_env(cluster))]
+    return {int(row.global_id): row.pid for row in rows if row.step == "0" and row.is_task and row.pid}
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +71,18 @@ def hung_jobs(slurm_cluster, tmp_path_factory):
     try:
         for job_id in ids.values():
             wait_for_state(job_id, {"RUNNING"}, timeout=60, env=env)
-        wait_until(lambda: len(list(ready.glob("rank*"))) == 8, 180, "all 8 gloo ranks ready")
+        wait_until(lambda: len(list(ready.glob("rank*"))) == 8, timeout=180, what="all 8 gloo ranks' ready markers")
+        gloo_pids = {int(p.name[4:]): int(p.read_text()) for p in ready.glob("rank*")}
+        wait_until(lambda: proc_state(gloo_pids[2]) == "T", timeout=30, what="gloo rank 2 stopped (state T)")
+        stacks = {"gloo": wait_until_stacks_hold({r: pid for r, pid in gloo_pids.items() if r not in (2, 7)},
+                                                 timeout=120)}  # rank 2 is stopped, rank 7 never settles
         metrics = run_dir / "metrics.jsonl"
-        wait_until(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 2, 240,
-                   "the trainer's iteration 2")
-        yield ids
+        wait_until(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 2, timeout=240,
+                   what="the trainer's iteration 2 in metrics.jsonl")
+        wait_until(lambda: len(step_ranks(slurm_cluster, ids["trainer"])) == 4, timeout=30,
+                   what="the trainer's 4 tasks in scontrol listpids")
+        stacks["trainer"] = wait_until_stacks_hold(step_ranks(slurm_cluster, ids["trainer"]), timeout=180)
+        yield HungJobs(ids, stacks)
     finally:
         for job_id in ids.values():
             run_command(["scancel", job_id], timeout=30, env=env)
@@ -71,24 +93,16 @@ def attach(cluster, *args, timeout=120):
     return run_bounded([PYTHON, "-m", "hangdoctor", "attach", *args], timeout=timeout, env=job_env(cluster))
 
 
-def settled(cluster, job_id, tmp_path, expect_places: int) -> dict:
-    """Attach until every rank that answers sits where the hang leaves it (start-up takes a while here)."""
-    deadline = time.monotonic() + 90
-    while True:
-        shutil.rmtree(tmp_path / "out", ignore_errors=True)  # attach never writes over a report: start afresh
-        result = attach(cluster, "--jobid", job_id, "--samples", "2", "--interval", "0.5", "--json",
-                        "--out", str(tmp_path / "out"))
-        assert result.returncode in (0, 1), result.output[-3000:]
-        data = json.loads(result.stdout)
-        if len(data["places"]) == expect_places and all(p["wait"] or p["progress"] == {"progressing": 1}
-                                                         for p in data["places"]):
-            return data
-        assert time.monotonic() < deadline, f"the job never settled: {data['headline']} {data['places']}"
-        time.sleep(2)
+def attach_once(cluster, job_id: str, out: Path, returncode: int) -> dict:
+    """attach --jobid, asked once (the fixture waited for the job to settle): its first answer."""
+    result = attach(cluster, "--jobid", job_id, "--samples", "2", "--interval", "0.5", "--json", "--out", str(out))
+    assert result.returncode == returncode, result.output[-3000:]
+    return json.loads(result.stdout)
 
 
 def test_gloo_job_verdict_with_nodes(slurm_cluster, hung_jobs, tmp_path):
-    data = settled(slurm_cluster, hung_jobs["gloo"], tmp_path, expect_places=3)
+    data = attach_once(slurm_cluster, hung_jobs["gloo"], tmp_path / "out", returncode=1)  # 1: rank 2 is stopped
+    assert [p["folded"] for p in data["places"]] == ["0-1,3", "4-6", "7"], hung_jobs.saw("gloo")
     assert data["source"] == f"SLURM job {hung_jobs['gloo']} 'hung-gloo' (4 nodes)"
     places = {p["folded"]: p for p in data["places"]}
     assert places["0-1,3"]["wait"]["op"] == "broadcast" and places["0-1,3"]["hosts"] == ["n1", "n2"]
@@ -100,8 +114,23 @@ def test_gloo_job_verdict_with_nodes(slurm_cluster, hung_jobs, tmp_path):
     assert sorted(p.name for p in (tmp_path / "out" / "nodes").iterdir()) == ["n1.json", "n2.json", "n3.json", "n4.json"]
 
 
+def test_a_rank_that_never_settles_is_progressing_and_the_waiting_ranks_are_not_blamed(slurm_cluster, hung_jobs,
+                                                                                        tmp_path):
+    """Rank 7 never reaches a collective: it keeps computing, so the job as a whole never settles. Asked once,
+    attach calls rank 7 progressing (a straggler), and never blames the ranks that wait where the hang leaves them
+    (0-1,3 in the pipeline broadcast): the suspects are exactly the three places out of step by construction."""
+    data = attach_once(slurm_cluster, hung_jobs["gloo"], tmp_path / "out", returncode=1)
+    progress = {r["rank"]: r["progress"] for r in data["ranks"] if r["rank"] != 2}  # 2: stopped, not sampled
+    assert progress == {7: "progressing", **{r: "stuck" for r in (0, 1, 3, 4, 5, 6)}}, hung_jobs.saw("gloo")
+    assert {s["folded"]: s["kind"] for s in data["suspects"]} == {"7": "straggler", "2": "unresponsive",
+                                                                   "4-6": "other-call"}
+    assert not {0, 1, 3} & {r for s in data["suspects"] for r in s["ranks"]}
+    assert data["headline"].startswith("HUNG: 6 ranks stuck") and "1 progressing" in data["headline"]
+
+
 def test_trainer_skip_loss_broadcast_under_slurm(slurm_cluster, hung_jobs, tmp_path):
-    data = settled(slurm_cluster, hung_jobs["trainer"], tmp_path, expect_places=2)
+    data = attach_once(slurm_cluster, hung_jobs["trainer"], tmp_path / "out", returncode=0)
+    assert [p["folded"] for p in data["places"]] == ["0-1", "2-3"], hung_jobs.saw("trainer")
     assert data["hung"] is True and data["responded"]["count"] == 4 and data["expected"] == 4
     assert data["topology"]["pp"] == 2 and data["topology"]["dp"] == 2
     first, last = data["places"]

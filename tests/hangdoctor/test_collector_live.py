@@ -14,7 +14,7 @@ import pytest
 from hangdoctor.collector import compact, dump, node
 from hangdoctor.collector.options import CollectOptions, Selection
 from hangdoctor.collector.procs import find_ranks
-from tests.hangdoctor.livejobs import Procs, proc_state
+from tests.hangdoctor.livejobs import Procs, proc_state, wait_until
 from tests.support import PYTHON, REPO, child_env, run_bounded
 
 PYSPY = shutil.which("py-spy") or str(Path(PYTHON).parent / "py-spy")
@@ -57,10 +57,7 @@ def test_stopped_and_d_state_ranks_are_read_without_pausing_them_and_reported():
         stopper = procs.start("stopper", RANK="0")
         blocked = procs.start("dstate", RANK="1")
         for pid, state in ((stopper, "T"), (blocked, "D")):
-            for _ in range(50):
-                if proc_state(pid) == state:
-                    break
-                __import__("time").sleep(0.1)
+            wait_until(lambda: proc_state(pid) == state, timeout=30, what=f"pid {pid} in state {state}")
         doc = collect("--match", f"HDTEST={procs.token}", "--dump-timeout", "5")
         ranks = by_rank(doc)
         stopped, d_state = ranks[0]["samples"][0], ranks[1]["samples"][0]
@@ -72,18 +69,33 @@ def test_stopped_and_d_state_ranks_are_read_without_pausing_them_and_reported():
         assert proc_state(stopper) == "T" and proc_state(blocked) == "D", "the collector left them as they were"
 
 
+def pyspys_aimed_at(pid: int) -> list[int]:
+    """py-spy processes still running with `--pid PID` on their command line."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{name}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"py-spy") and str(pid).encode() in argv:
+            found.append(int(name))
+    return found
+
+
 def test_a_blocking_dump_of_a_d_state_process_times_out_within_its_bound():
     with Procs() as procs:
         blocked = procs.start("dstate", RANK="0")
+        wait_until(lambda: proc_state(blocked) == "D", timeout=30, what=f"pid {blocked} in state D")
         result = dump.dump_process(PYSPY, blocked, timeout=2.0, nonblocking=False)
-        assert result["status"] == dump.TIMEOUT and result["seconds"] < 10
-        assert "did not answer within 2s" in result["error"]
+        assert result["status"] == dump.TIMEOUT and "did not answer within 2s" in result["error"]
+        wait_until(lambda: pyspys_aimed_at(blocked) == [], timeout=30,
+                   what="the py-spy that timed out killed, not left behind")
         assert proc_state(blocked) == "D"
 
 
 def test_a_process_that_exited_is_gone(tmp_path):
     zombie = subprocess.Popen([PYTHON, "-c", "pass"])  # not waited for: a zombie until the end of the test
-    __import__("time").sleep(1.0)
+    wait_until(lambda: proc_state(zombie.pid) == "Z", timeout=30, what=f"pid {zombie.pid} exited (a zombie)")
     doc = node.collect(CollectOptions(pyspy=PYSPY), Selection(pids=[zombie.pid]))
     assert doc["processes"][0]["samples"][0]["status"] == "gone"
     zombie.wait()

@@ -3,8 +3,10 @@ test_attach_slurm.py)."""
 
 import json
 
+import pytest
+
 from hangdoctor.sources.slurm_job import collector_time_limit, node_document
-from slurm.steps import NodeResult, command_time_limit
+from slurm.steps import NodeResult
 
 DOC = {"format": "hangdoctor-node/1", "node": "n2", "processes": [], "errors": []}
 
@@ -31,6 +33,10 @@ def test_no_document_says_why():
 
 
 def test_the_collector_stops_before_the_step_would_kill_it():
-    for timeout in (5, 15, 60, 600):
-        assert collector_time_limit(timeout) == command_time_limit(timeout) - 1.0
+    """Worked by hand: the node's command limit (slurm.steps: the bound less 1.5 s for srun's stop, less 30% of
+    that, kept between 1 and 10 s, for the launch), less 1 s so the collector reports before it is killed."""
+    assert collector_time_limit(5) == pytest.approx(1.45)  # 5 - 1.5 = 3.5; 30% = 1.05; 3.5 - 1.05 = 2.45; - 1
+    assert collector_time_limit(15) == pytest.approx(8.45)  # 13.5; 30% = 4.05; 13.5 - 4.05 = 9.45; - 1
+    assert collector_time_limit(60) == pytest.approx(47.5)  # 58.5; 30% = 17.55, capped at 10; 48.5; - 1
+    assert collector_time_limit(600) == pytest.approx(587.5)  # 598.5; capped at 10; 588.5; - 1
     assert collector_time_limit(2) == 0.5  # a bound too short to leave a margin: the collector still gets 0.5 s

@@ -1,15 +1,19 @@
 """The reference trainer's skip-loss-broadcast fault under torchrun (PP=2 DP=2, 4 ranks): attach names the
 ranks, coordinates and DeepSpeed frames; the seed's own method (a serial py-spy loop over `ps | grep python`,
-concatenated text) analysed offline tells the same story."""
+concatenated text) analysed offline tells the same story.
+
+The job is declared hung by evidence the test reads itself (every rank's main-thread stack the same in two py-spy
+samples), then attach is asked once and its first answer is the one asserted. Its counterpart: a job asked while
+a rank still computes (the gloo fixture's straggler) is called progressing there, and nobody else is blamed.
+"""
 
 import json
-import shutil
 import subprocess
-import time
 
 import pytest
 
-from tests.hangdoctor.livejobs import kill_group, kill_torchrun_workers, torchrun_run_id
+from tests.hangdoctor.livejobs import (GlooJob, innermost, kill_group, kill_torchrun_workers, torchrun_ranks,
+                                       torchrun_run_id, wait_until, wait_until_stacks_hold)
 from tests.support import PYTHON, REPO, child_env, run_bounded
 from tests.trainer_runs import MODEL, torchrun_command
 
@@ -21,6 +25,7 @@ RECV = f"recv <- PipelineEngine._exec_recv_activations ({ENGINE})"
 
 @pytest.fixture(scope="module")
 def hung_trainer(tmp_path_factory):
+    """(run dir, {rank: main-thread stack}) once the 4 ranks' stacks hold still in two py-spy samples."""
     run_dir = tmp_path_factory.mktemp("hung-trainer") / "run"
     args = ["--pp", "2", "--train-iters", "4", "--pg-timeout", "400", *MODEL,
             "--fault", "skip-loss-broadcast:iteration=2"]
@@ -28,37 +33,41 @@ def hung_trainer(tmp_path_factory):
     with open(log_path, "w") as log:
         proc = subprocess.Popen(torchrun_command(4, run_dir, args), stdout=log, stderr=subprocess.STDOUT,
                                 env=child_env(), cwd=REPO, start_new_session=True)
+    run_id = None
     try:
-        deadline = time.monotonic() + 240
         metrics = run_dir / "metrics.jsonl"
-        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
-            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.5)
-        run_id = torchrun_run_id(str(run_dir))
-        yield run_dir
+        try:
+            wait_until(lambda: proc.poll() is not None or (metrics.exists() and
+                                                           len(metrics.read_text().splitlines()) >= 2),
+                       timeout=240, what="the trainer's iteration 2 in metrics.jsonl")
+            assert proc.poll() is None, "torchrun ended instead of hanging"
+            run_id = torchrun_run_id(str(run_dir))
+            wait_until(lambda: len(torchrun_ranks(run_id)) == 4, timeout=30, what="4 torchrun workers")
+            stacks = wait_until_stacks_hold(torchrun_ranks(run_id), timeout=180)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{log_path.read_text()[-3000:]}") from None
+        yield run_dir, stacks
     finally:
         kill_group(proc)
-        if "run_id" in locals():
+        if run_id:
             kill_torchrun_workers(run_id)
 
 
-def attach_until_settled(run_id: str, out) -> dict:
-    """Right after iteration 2 the last stage may not have reached its recv yet: attach until both stages wait."""
-    deadline = time.monotonic() + 90
-    while True:
-        shutil.rmtree(out, ignore_errors=True)  # attach never writes over a report: each attempt starts afresh
-        result = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--local", "--run-id", run_id, "--samples", "2",
-                              "--interval", "0.5", "--json", "--out", str(out)], timeout=120, env=child_env())
-        assert result.returncode == 0, result.output[-3000:]
-        data = json.loads(result.stdout)
-        if [p["position"] for p in data["places"]] == [BROADCAST, RECV]:
-            return data
-        assert time.monotonic() < deadline, f"never settled: {data['places']}"
-        time.sleep(2)
+def attach_once(args: list[str], out, stacks: dict) -> dict:
+    """hangdoctor attach, asked once: its first answer is the one the test asserts (every rank answers: exit 0)."""
+    result = run_bounded([PYTHON, "-m", "hangdoctor", "attach", *args, "--json", "--out", str(out)], timeout=120,
+                         env=child_env())
+    assert result.returncode == 0, result.output[-3000:]
+    data = json.loads(result.stdout)
+    data["test_saw"] = "; ".join(f"rank {r}: {innermost(stack)}" for r, stack in sorted(stacks.items()))
+    return data
 
 
 def test_attach_names_the_stages_ranks_and_deepspeed_frames(hung_trainer, tmp_path):
-    data = attach_until_settled(torchrun_run_id(str(hung_trainer)), tmp_path / "out")
+    run_dir, stacks = hung_trainer
+    data = attach_once(["--local", "--run-id", torchrun_run_id(str(run_dir)), "--samples", "2", "--interval", "0.5"],
+                       tmp_path / "out", stacks)
+    assert [p["position"] for p in data["places"]] == [BROADCAST, RECV], data["test_saw"]
     assert data["hung"] is True and data["headline"] == "HUNG: 4 ranks stuck, 4 in 2 calls (4/4 responded)"
     first, last = data["places"]
     assert (first["folded"], first["where"], first["progress"]) == ("0-1", "pp=0 (all dp)", {"stuck": 2})
@@ -79,7 +88,7 @@ def test_attach_names_the_stages_ranks_and_deepspeed_frames(hung_trainer, tmp_pa
 
 
 def test_the_seeds_method_analysed_offline_tells_the_same_story(hung_trainer, tmp_path):
-    attach_until_settled(torchrun_run_id(str(hung_trainer)), tmp_path / "settle")
+    hung_trainer, _ = hung_trainer
     trace = tmp_path / "trace-localhost.out"
     # The seed's command, with `grep <run dir>` in place of `grep whoami` (other jobs share this machine).
     seed = (f"ps aux | grep python | egrep -v 'grep|srun' | grep {hung_trainer} | awk '{{print $2}}' "
@@ -91,3 +100,43 @@ def test_the_seeds_method_analysed_offline_tells_the_same_story(hung_trainer, tm
         ("0-1", "pp=0 (all dp)", BROADCAST), ("2-3", "pp=1 (all dp)", RECV)]
     launchers = [a for a in data["set_aside"] if a["role"] == "launcher"]
     assert len(launchers) == 1 and "torchrun" in launchers[0]["why"], "torchrun's agent matched `grep python` too"
+
+
+@pytest.fixture
+def gloo_pair(tmp_path):
+    """Start a 2-rank gloo fixture (pp=2: rank 0 waits in a broadcast from rank 1) with the given flags."""
+    jobs = []
+
+    def start(*flags: str) -> GlooJob:
+        folder = tmp_path / f"job{len(jobs)}"
+        folder.mkdir()
+        jobs.append(GlooJob(folder, nproc=2, extra=["--pp", "2", *flags], lifetime=180))
+        return jobs[-1].start()
+
+    yield start
+    for job in jobs:
+        job.stop()
+
+
+def test_a_rank_still_computing_is_progressing_and_the_rank_waiting_for_it_is_not_blamed(gloo_pair, tmp_path):
+    """Not settled: rank 1 never reaches the broadcast rank 0 waits in; it keeps computing (its stack changes).
+    Asked once, attach calls rank 1 progressing and rank 0 stuck, and names rank 1 alone, as a straggler."""
+    job = gloo_pair("--straggler-rank", "1")
+    data = attach_once(["--local", "--run-id", job.run_id, "--samples", "2", "--interval", "0.5"], tmp_path / "o",
+                       job.stacks)
+    progress = {r["rank"]: r["progress"] for r in data["ranks"]}
+    assert progress == {0: "stuck", 1: "progressing"}, data["test_saw"]
+    assert [(s["folded"], s["kind"]) for s in data["suspects"]] == [("1", "straggler")]
+    assert data["hung"] is True and data["headline"].endswith("1 progressing (2/2 responded)")
+
+
+def test_a_job_asked_while_every_rank_still_computes_is_not_hung_and_blames_nobody(gloo_pair, tmp_path):
+    """Not settled at all: both ranks keep computing. Asked once, attach says not hung, both ranks progressing,
+    and blames no rank for a hang: the only suspect it may list is the progressing place itself, as such."""
+    job = gloo_pair("--straggler-rank", "0", "--straggler-rank", "1")
+    data = attach_once(["--local", "--run-id", job.run_id, "--samples", "2", "--interval", "0.5"], tmp_path / "o",
+                       job.stacks)
+    assert {r["rank"]: r["progress"] for r in data["ranks"]} == {0: "progressing", 1: "progressing"}
+    assert data["hung"] is False
+    assert data["headline"] == "Not hung: all 2 answering ranks progressed between samples (2/2 responded)"
+    assert all(s["kind"] == "straggler" and "progressing" in s["reason"] for s in data["suspects"]), data["suspects"]

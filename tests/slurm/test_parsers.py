@@ -118,9 +118,12 @@ def test_listpids_row_of_a_task_not_forked_yet_has_no_pid():
 
 
 def test_each_nodes_command_gets_most_of_the_bound_but_not_all():
-    from slurm.steps import STOP_ALLOWANCE, command_time_limit
+    """Worked by hand: srun gets the bound less 1.5 s to stop it; the command gets srun's share less 30% of it for
+    srun's launch, that launch allowance kept between 1 and 10 s; never less than 0.1 s."""
+    from slurm.steps import command_time_limit
 
-    assert command_time_limit(30) == pytest.approx((30 - STOP_ALLOWANCE) * 0.7)
-    assert command_time_limit(4) == pytest.approx(4 - STOP_ALLOWANCE - 1.0)  # at least 1 s for the launch
-    assert command_time_limit(100) == pytest.approx(100 - STOP_ALLOWANCE - 10.0)  # at most 10 s
-    assert 0 < command_time_limit(0.5)
+    assert command_time_limit(30) == pytest.approx(19.95)  # 30 - 1.5 = 28.5; 30% of it 8.55; 28.5 - 8.55
+    assert command_time_limit(12) == pytest.approx(7.35)  # 10.5; 30% = 3.15; 10.5 - 3.15
+    assert command_time_limit(4) == pytest.approx(1.5)  # 2.5; 30% = 0.75, raised to 1 s; 2.5 - 1
+    assert command_time_limit(100) == pytest.approx(88.5)  # 98.5; 30% = 29.55, capped at 10 s; 98.5 - 10
+    assert command_time_limit(0.5) == pytest.approx(0.1)  # srun's share at least 0.5; 0.5 - 1 < 0: the floor

@@ -30,9 +30,18 @@ def test_full_dump_round_trips_exact_values_and_fingerprints(tmp_path):
     assert path.name == f"debug-805-pp1-tp1-dp0-global5-after-iteration-{os.getpid()}.json"
     tensor_file = path.with_suffix(".safetensors")
     values = load_file(str(tensor_file))  # safetensors' own reader, no pickle
+    # Module order (named_parameters: the tied head.weight once, under its first name), as a state_dict lists
+    # them, is the order of the sidecar's records and of the tensors in the file: read from the file's own header
+    # (8-byte length, then JSON), its tensors lie back to back in that order.
     names = [n for n, _ in model.named_parameters()]
-    assert list(values) == names or sorted(values) == sorted(names)
+    raw_file = tensor_file.read_bytes()
+    header = json.loads(raw_file[8:8 + int.from_bytes(raw_file[:8], "little")])
+    header.pop("__metadata__", None)
+    assert list(header) == names and sorted(values) == sorted(names)
+    offsets = [header[n]["data_offsets"] for n in names]
+    assert offsets[0][0] == 0 and all(a[1] == b[0] for a, b in zip(offsets, offsets[1:]))
     sidecar = json.loads(path.read_text())
+    assert [record["name"] for record in sidecar["params"]] == names
     for record in sidecar["params"]:
         p = dict(model.named_parameters())[record["name"]]
         v = values[record["name"]]
