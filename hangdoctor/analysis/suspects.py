@@ -65,7 +65,8 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
     """(suspects, hints): the most certain first."""
     anchor = pick_anchor(places)
     others = [p for p in places if p is not anchor]
-    suspects: list[Suspect] = [_judge(place, anchor, dims) for place in others]
+    waited_for = any(not p.moving for p in places)  # a straggler is one only if some rank waits for it
+    suspects: list[Suspect] = [_judge(place, anchor, dims) for place in others if waited_for or not place.moving]
     hints = mismatch_hints(anchor, others, dims, views, native) if anchor is not None else lone_hints(places, dims, native)
     hints += worker_hints(places, set_aside or [], dims)
     silent_suspects, silent_hints = _silent(views, missing, dims, bool(places))
