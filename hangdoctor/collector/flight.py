@@ -62,19 +62,43 @@ def candidate_ports(pid: int, env: dict) -> list[int]:
     return sorted(ports)
 
 
-def fetch_one(port: int, timeout: float) -> dict | None:
-    """The trace from one port, or None when it is not a worker server (or too slow)."""
+def _post(port: int, endpoint: str, timeout: float, limit: int = 256 << 20) -> bytes | None:
+    """One POST to the rank's own port; None when it does not answer 200 in time."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        connection.request("POST", ENDPOINT, body=b"", headers={"Content-Length": "0"})
+        connection.request("POST", endpoint, body=b"", headers={"Content-Length": "0"})
         response = connection.getresponse()
         if response.status != 200:
             return None
-        body = response.read(256 << 20)
+        return response.read(limit)
     except (OSError, http.client.HTTPException, ValueError):
         return None
     finally:
         connection.close()
+
+
+TRACEBACK = "/handler/dump_traceback"
+_FAULTHANDLER = b"(most recent call first):"
+
+
+def fetch_traceback(pid: int, env: dict, *, timeout: float = 1.5, deadline: float | None = None) -> str | None:
+    """The rank's Python threads as its torch debug worker server dumps them (faulthandler's format), or None:
+    the stacks of a rank py-spy could not read (ptrace denied, py-spy failing), from inside the rank."""
+    for port in candidate_ports(pid, env):
+        left = timeout if deadline is None else min(timeout, deadline - time.time())
+        if left <= 0.05:
+            return None
+        body = _post(port, TRACEBACK, left, limit=16 << 20)
+        if body is not None and _FAULTHANDLER in body:
+            return body.decode("utf-8", "replace")
+    return None
+
+
+def fetch_one(port: int, timeout: float) -> dict | None:
+    """The trace from one port, or None when it is not a worker server (or too slow)."""
+    body = _post(port, ENDPOINT, timeout)
+    if body is None:
+        return None
     try:
         trace = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):

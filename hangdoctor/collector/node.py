@@ -145,6 +145,7 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
         tick_time = now
     doc["pyspy"]["version"] = _finish_version(version)
     if options.flight_recorder:  # torch's debug worker servers, where the ranks run them
+        _stacks_from_servers(infos, deadline)
         for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
             next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
     if options.fr_dir:  # dump files the ranks wrote on this node (TORCH_FR_DUMP_TEMP_FILE's folder)
@@ -152,6 +153,22 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
     doc["source_lines"] = source.innermost_lines(infos)
     doc["finished"] = time.time()
     return compact.merge(compact.factor(compact.drop_addresses(doc) if options.locals else doc))
+
+
+UNREAD = (dump.PTRACE_DENIED, dump.ERROR, dump.TIMEOUT)  # py-spy could not read it; its own server thread may
+
+
+def _stacks_from_servers(infos: list, deadline: float | None) -> None:
+    """Where py-spy could not read a rank's last sample, its stacks from the rank's torch debug worker server."""
+    for info in infos:
+        last = info["samples"][-1] if info["samples"] else None
+        if last is None or last.get("status") not in UNREAD:
+            continue
+        text = flight.fetch_traceback(info["pid"], info.get("env") or {}, deadline=deadline)
+        if text is not None:
+            last.update(status=dump.OK, faulthandler_text=text, source="torch debug server (dump_traceback)",
+                        error=f"py-spy: {last.get('error') or last['status']}; stacks read by the rank's own "
+                              f"debug server instead")
 
 
 def _read_fr_dir(doc: dict, infos: list, folder: str) -> None:

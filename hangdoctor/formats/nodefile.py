@@ -89,9 +89,13 @@ def _merged_threads(refs: list, shapes: list[tuple]) -> tuple[ThreadStack, ...]:
 
 
 def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None = None,
-                raw_table: list | None = None, shapes: list[tuple] | None = None) -> Sample:
+                raw_table: list | None = None, shapes: list[tuple] | None = None, pid: int = 0) -> Sample:
     problem = ""
-    if raw.get("threads") is not None:
+    if raw.get("faulthandler_text"):  # py-spy could not read the rank; its torch debug server dumped its threads
+        from hangdoctor.formats.faulthandler import parse
+
+        threads = parse(str(raw["faulthandler_text"]), pid)
+    elif raw.get("threads") is not None:
         try:
             threads = _merged_threads(raw["threads"], shapes or [])
         except (IndexError, TypeError, ValueError) as exc:
@@ -109,7 +113,7 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
         status=ERROR if problem and status == "ok" else status, threads=threads,
         state=raw.get("state") or "", cpu_percent=raw.get("cpu_percent"), wchan=raw.get("wchan") or "",
         error=problem or raw.get("error") or "", seconds=float(raw.get("seconds") or 0.0),
-        nonblocking=bool(raw.get("nonblocking")),
+        nonblocking=bool(raw.get("nonblocking")), source=str(raw.get("source") or ""),
     )
 
 
@@ -151,7 +155,7 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
         found.append(Found(
             host=name, pid=int(proc["pid"]), rank=proc.get("rank"), rank_source=proc.get("rank_key") or "env",
             local_rank=proc.get("local_rank"), world_size=proc.get("world_size"), cmdline=cmdline,
-            samples=[read_sample(s, table, stacks, with_locals, shapes) for s in proc.get("samples", [])],
+            samples=[read_sample(s, table, stacks, with_locals, shapes, int(proc["pid"])) for s in proc.get("samples", [])],
             ppid=proc.get("ppid"), gpu=proc.get("gpu"),
             flight_recorder=_fetched_trace(proc, name) if "flight_recorder" in proc else None,
         ))

@@ -1,0 +1,48 @@
+"""Python's own traceback dump (faulthandler's format), as torch's debug worker server returns it from
+`/handler/dump_traceback`, -> ThreadStacks. The collector asks for it when py-spy could not read a rank (ptrace
+denied in a container without SYS_PTRACE, py-spy failing or timing out): the rank's own server thread answers.
+
+    Current thread 0x00007f3e859106c0 (most recent call first):
+      <no Python frame>
+
+    Thread 0x00007f3ea71c1b80 (most recent call first):
+      File ".../torch/distributed/distributed_c10d.py", line 5356 in barrier
+      File "/tmp/job.py", line 11 in <module>
+
+Threads carry pthread ids, not names: the one whose outermost frame is `<module>` (else the last listed, the
+oldest) is called MainThread; the "current" thread is the server's own and is left out. Files are shortened as
+py-spy shortens them (relative to site-packages).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangdoctor.formats import frames as interned
+from hangdoctor.model import ThreadStack
+
+_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):\s*$")
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+?)\s*$')
+_SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
+
+
+def looks_like(text: str) -> bool:
+    return bool(re.search(r"^(Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):", text, re.M))
+
+
+def parse(text: str, pid: int) -> tuple[ThreadStack, ...]:
+    """The threads of one dump, innermost frame first; the server's own (current) thread left out."""
+    threads: list[tuple[int, bool, list]] = []
+    for line in text.splitlines():
+        head = _THREAD.match(line)
+        if head:
+            threads.append((int(head.group(2), 16), head.group(1) == "Current thread", []))
+            continue
+        frame = _FRAME.match(line)
+        if frame and threads:
+            file, number, name = frame.groups()
+            threads[-1][2].append(interned.frame(name, _SITE.sub("", file), int(number), False))
+    kept = [(tid, frames) for tid, current, frames in threads if not current and frames]
+    main = next((i for i, (_, frames) in enumerate(kept) if frames[-1].name == "<module>"), len(kept) - 1)
+    return tuple(ThreadStack(thread_id=pid if i == main else tid, name="MainThread" if i == main else f"thread {tid:#x}",
+                             frames=interned.stack(frames)) for i, (tid, frames) in enumerate(kept))
