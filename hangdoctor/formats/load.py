@@ -1,5 +1,6 @@
 """Inputs -> `model.Collection`: collector node documents (live or from a folder), py-spy JSON files and
-py-spy text files (one process or several concatenated, as the seed's `trace-%N.out`).
+py-spy text files (one process or several concatenated, as the seed's `trace-%N.out`), and Python's own traceback
+dumps (faulthandler's format: PYTHONFAULTHANDLER, faulthandler.register(SIGUSR1), one process per file).
 
 A folder written by `hangdoctor attach` holds `nodes/<node>.json`; any other folder is read file by file.
 A text file's node is its name without a `trace-` prefix and extension ("trace-n3.out" -> "n3").
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from hangdoctor.analysis.launchers import set_aside
 from hangdoctor.analysis.waits import WaitTable, default_table
+from hangdoctor.formats import faulthandler
 from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr, read_many
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
@@ -113,6 +115,15 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
                                           source=str(path))])
             return [NodeReport(name=host, ranks_found=1)], [found]
         raise InputError(f"{path}: JSON that is neither a hangdoctor node file nor a py-spy dump")
+    if faulthandler.looks_like(text):
+        # Python's own dump (faulthandler: PYTHONFAULTHANDLER, faulthandler.register(SIGUSR1), a torch debug server)
+        threads = faulthandler.parse(text, 0)
+        if not threads:
+            raise InputError(f"{path}: a Python traceback dump with no Python frame in it")
+        host = node_from_filename(path)
+        return [NodeReport(name=host, ranks_found=1)], [Found(
+            host=host, pid=0, rank=None, rank_source="order",
+            samples=[Sample(index=0, time=path.stat().st_mtime, status=OK, threads=threads, source=str(path))])]
     if looks_like_text_dump(text) or "Error:" in text:
         file_host = node_from_filename(path)
         found: list[Found] = []
