@@ -9,6 +9,8 @@ import argparse
 import importlib
 import sys
 
+from hangdoctor import __version__  # one distribution (pyproject.toml's "hangdoctor"), one version string
+
 VERBS = ("run", "env", "last", "diverge", "export", "show")
 
 EXIT_CODES = """exit codes:
@@ -46,11 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tracing", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tracing {__version__}")
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb in VERBS:
         module = importlib.import_module(f"tracing.commands.{verb}")
         doc = module.__doc__ or ""
-        sub = subparsers.add_parser(verb, help=doc.split("\n", 1)[0], description=doc, epilog=EXIT_CODES,
+        sub = subparsers.add_parser(verb, help=doc.split("\n", 1)[0], description=doc,
+                                    epilog=getattr(module, "EXIT_CODES", EXIT_CODES),
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
         module.prepare_parser(sub)
         sub.set_defaults(handler=module.run)
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         argv, program = split_program(argv)
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse printed --help, or one usage Error line
+    except SystemExit as e:  # argparse printed --help or --version, or one usage Error line
         return e.code if isinstance(e.code, int) else 2
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)

@@ -23,7 +23,7 @@ class TraceConfig:
     include: tuple[str, ...]  # patterns of code to follow, e.g. ("deepspeed", "trainer")
     exclude: tuple[str, ...] = ()  # patterns to leave out even when included
     out: str = "."  # directory for the per-rank files
-    ring: int = DEFAULT_RING  # flight-recorder capacity in events; 0 = no ring file
+    ring: int = DEFAULT_RING  # call-ring capacity in events; 0 = no ring file
     stream: bool = False  # also write every event as a text line
     start_at: str | None = None  # begin when this function is first entered
     c_calls: bool = False  # record C functions called from selected code

@@ -21,7 +21,7 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="traces", metavar="DIR",
                         help="folder for the per-rank files trace-{host}-{local_rank}-{pid}.ring/.txt (default: traces)")
     parser.add_argument("--ring", type=int, default=DEFAULT_RING, metavar="N",
-                        help=f"flight-recorder size in events, 32 bytes each; 0 = no ring file (default: {DEFAULT_RING})")
+                        help=f"call-ring size in events, 32 bytes each; 0 = no ring file (default: {DEFAULT_RING})")
     parser.add_argument("--stream", action="store_true",
                         help="also write every event as a line of trace-*.txt (use with --ring 0 for stream only)")
     parser.add_argument("--start-at", metavar="FUNC",

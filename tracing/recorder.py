@@ -2,7 +2,9 @@
 
 This is the hot path: `make_emit()` builds one closure over local variables, so a selected call costs a dict
 lookup for the thread, a clock read and one `pack_into` into the shared mapping (plus one small write for the
-thread's open-frame stack), or one formatted line and one write(2) for the stream.
+thread's open-frame stack), or one formatted line and one write(2) for the stream. The stack write of a call also
+carries the line its caller is at (ringformat.py): the backend hands over the frame the call came from, and the
+nearest selected frame at or above it (one or two f_back steps, each a cache lookup) gives its f_lineno.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tracing import ringformat as fmt
 from tracing.records import C_CALL, C_RETURN, CALL, GAP, GAP_LOCATION, KIND_WORDS, OPEN, CodeLocation
@@ -21,6 +23,7 @@ from tracing.ringwriter import RingWriter
 from tracing.streamfile import MAX_INDENT, StreamWriter, location_text
 
 OVERFLOW_THREAD = 255  # thread slot recorded for threads beyond the ring's max_threads
+CALLER_HOPS = 32  # f_back steps taken to find the selected caller of a call before its line is left unrecorded
 _IS_ENTER = tuple(k in (CALL, C_CALL, OPEN) for k in range(8))
 _WORDS = tuple(f"{KIND_WORDS.get(k, '?'):<6}" for k in range(8))
 _INDENT = tuple(" " * i for i in range(MAX_INDENT + 1))
@@ -125,6 +128,12 @@ class Recorder:
         if self.stream is not None and self.stream.fd >= 0:
             self.stream.write_line(f"{t / 1e9:.6f} {st.index} {d} {_WORDS[GAP]} {GAP_LOCATION.qualname}")
 
+    def note_line(self, st: ThreadState, line: int | None) -> None:
+        """Record the line the thread's innermost open frame is at (the snapshot of open frames knows it)."""
+        d = st.depth - 1
+        if self.ring is not None and 0 <= d < st.limit and line:
+            fmt.U32.pack_into(self.ring.buf, st.stack_off + fmt.ENTRY_SIZE * d + 4, line)
+
     def reset_depths(self) -> None:
         """After a stop: the next start records the open frames afresh, so every stack starts empty."""
         for state in self.states.values():
@@ -134,8 +143,13 @@ class Recorder:
                 fmt.U32.pack_into(self.ring.buf, state.stack_off, 0)
 
     # -- the hot path -------------------------------------------------------------------------------------
-    def make_emit(self) -> Callable[..., None]:
-        """emit(kind, code_id, state=None): record one event for the calling thread (or for `state`)."""
+    def make_emit(self, selected: Mapping | None = None) -> Callable[..., None]:
+        """emit(kind, code_id, state=None, caller=None): record one event for the calling thread (or for `state`).
+
+        caller, for an event that enters a frame: the frame it was entered from (a Python call: the new frame's
+        f_back; a C call: the calling frame). selected maps code objects to code ids (0: not selected); the
+        nearest frame at or above caller whose code is selected is the new frame's parent, and its f_lineno
+        goes into the parent's stack entry: the line the parent is executing."""
         states_get = self.states.get
         new_thread = self.new_thread
         get_ident = threading.get_ident
@@ -148,14 +162,17 @@ class Recorder:
         capacity = ring.capacity if ring is not None else 1
         records_off = ring.records_off if ring is not None else 0
         pack_record = fmt.RECORD.pack_into
-        pack_push = fmt.STACK_PUSH.pack_into
+        pack_first, pack_push = fmt.PUSH_FIRST.pack_into, fmt.PUSH.pack_into
         pack_u32 = fmt.U32.pack_into
+        entry = fmt.ENTRY_SIZE
+        is_selected = (selected if selected is not None else {}).get
+        hops = CALLER_HOPS  # read when tracing starts
         fd = stream.fd if stream is not None else -1
         write = os.write
         names = self.stream_names
         words, indent = _WORDS, _INDENT
 
-        def emit(kind: int, code_id: int, st: ThreadState | None = None) -> None:
+        def emit(kind: int, code_id: int, st: ThreadState | None = None, caller=None) -> None:
             if st is None:
                 st = states_get(get_ident())
                 if st is None:
@@ -164,14 +181,21 @@ class Recorder:
             if is_enter[kind]:
                 st.depth = d + 1
                 if d < st.limit:
-                    pack_push(buf, st.stack_off + 4 * d, code_id, 0)
+                    if d:
+                        if caller is not None and is_selected(caller.f_code):  # the common case: no walk
+                            line = caller.f_lineno or 0
+                        else:
+                            line = _caller_line(caller, is_selected, hops)
+                        pack_push(buf, st.stack_off + entry * d - 4, line, code_id, 0, 0)
+                    else:
+                        pack_first(buf, st.stack_off, code_id, 0, 0)
             else:
                 if d == 0:
                     return  # leaving a frame that was open before tracing saw this thread
                 d -= 1
                 st.depth = d
                 if d < st.limit:
-                    pack_u32(buf, st.stack_off + 4 * d, 0)
+                    pack_u32(buf, st.stack_off + entry * d, 0)
             n = next_seq()
             count = st.count
             st.count = count + 1
@@ -186,15 +210,16 @@ class Recorder:
         return emit
 
     def make_c_hooks(self, emit: Callable[..., None]) -> tuple[Callable, Callable]:
-        """c_call(code_id, fn) and c_return(fn): C calls are matched by identity so that stray returns are ignored."""
+        """c_call(code_id, fn, caller) and c_return(fn): C calls are matched by identity so that stray returns are
+        ignored; caller is the selected frame that makes the call (its line is recorded, see make_emit)."""
         states_get = self.states.get
         get_ident = threading.get_ident
         new_thread = self.new_thread
 
-        def c_call(code_id: int, fn: object) -> None:
+        def c_call(code_id: int, fn: object, caller=None) -> None:
             st = states_get(get_ident()) or new_thread()
             st.cstack.append((fn, code_id))
-            emit(C_CALL, code_id, st)
+            emit(C_CALL, code_id, st, caller)
 
         def c_return(fn: object) -> None:
             st = states_get(get_ident())
@@ -202,6 +227,15 @@ class Recorder:
                 emit(C_RETURN, st.cstack.pop()[1], st)
 
         return c_call, c_return
+
+
+def _caller_line(frame, is_selected, hops: int) -> int:
+    """The line of the nearest selected frame at or above frame, within hops f_back steps; 0 if none."""
+    while frame is not None and hops > 0:
+        if is_selected(frame.f_code):
+            return frame.f_lineno or 0
+        frame, hops = frame.f_back, hops - 1
+    return 0
 
 
 def _c_owner(fn: object, first_arg: object) -> object:

@@ -50,6 +50,50 @@ class CodeLocation:
         return "[C]" if self.is_c else f"{self.short_file}:{self.lineno}"
 
 
+# Where the line of an open frame comes from (OpenFrame.line_source).
+EXECUTING = "executing"  # an outer frame: the line of the call that leads to the frame inside it
+LAST_CALL = "last call"  # the innermost frame: the line of its last call of traced code; it may have moved on since
+DEF = "def"  # no line recorded (a stream file, a version 1 ring, no call yet): the function's first line
+
+
+@dataclass(frozen=True)
+class OpenFrame:
+    """A frame still open, and the line it is at as far as the trace knows (see the line sources above)."""
+
+    loc: CodeLocation
+    line: int
+    line_source: str
+
+    @property
+    def qualname(self) -> str:
+        return self.loc.qualname
+
+    @property
+    def name(self) -> str:
+        return self.loc.name
+
+    @property
+    def is_c(self) -> bool:
+        return self.loc.is_c
+
+    @property
+    def where(self) -> str:
+        """file:line with the line it is at, as py-spy prints a frame."""
+        return "[C]" if self.is_c else f"{self.loc.short_file}:{self.line}"
+
+
+def open_frames(locations: list[CodeLocation], lines: list[int]) -> list[OpenFrame]:
+    """Outermost first; lines[i] is the recorded line of locations[i] (0 or missing: none recorded)."""
+    frames = []
+    for i, loc in enumerate(locations):
+        line = lines[i] if i < len(lines) else 0
+        if line and not loc.is_c:
+            frames.append(OpenFrame(loc, line, EXECUTING if i < len(locations) - 1 else LAST_CALL))
+        else:
+            frames.append(OpenFrame(loc, loc.lineno, DEF))
+    return frames
+
+
 UNKNOWN = CodeLocation("", "<unknown>", "", 0)
 GAP_LOCATION = CodeLocation("", "<tracing interrupted>", "", 0)  # what a GAP event names
 GAP_TEXT = ("tracing was interrupted here (CPython dropped the trace hook, e.g. at a RecursionError): events are "
@@ -91,8 +135,14 @@ class ThreadTrace:
     native_id: int = 0
     is_main: bool = False
     open_frames: list[CodeLocation] = field(default_factory=list)  # outermost first
+    open_lines: list[int] = field(default_factory=list)  # the line each open frame is at (0: not recorded)
     frames_truncated: bool = False  # the stack was deeper than the file records
     events: list[Event] = field(default_factory=list)  # this thread's events still in the file, oldest first
+
+    @property
+    def frames(self) -> list[OpenFrame]:
+        """The open frames with the lines they are at."""
+        return open_frames(self.open_frames, self.open_lines)
 
 
 @dataclass

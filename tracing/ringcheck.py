@@ -31,7 +31,7 @@ def layout_problem(head: dict) -> str | None:
         return f"header size {head['header_size']}, strings at {head['strings_off']}"
     if not 1 <= head["max_threads"] <= MAX_THREADS or head["capacity"] < 1:
         return f"{head['max_threads']} thread slots, {head['capacity']} records"
-    if head["thread_slot_size"] != fmt.thread_slot_size(head["max_depth"]):
+    if head["thread_slot_size"] != fmt.thread_slot_size(head["max_depth"], head["version"]):
         return f"thread slot size {head['thread_slot_size']} for depth {head['max_depth']}"
     if (head["threads_off"] != head["strings_off"] + head["strings_size"]
             or head["records_off"] != head["threads_off"] + head["max_threads"] * head["thread_slot_size"]):
@@ -100,6 +100,7 @@ class ThreadSlot:
     flags: int
     name: str
     stack: list[int]  # code ids, outermost first
+    lines: list[int]  # the line each of them is at (0: not recorded; always 0 in a version 1 ring)
 
 
 def read_thread_slots(data: bytes, head: dict) -> tuple[list[ThreadSlot], int]:
@@ -116,12 +117,18 @@ def read_thread_slots(data: bytes, head: dict) -> tuple[list[ThreadSlot], int]:
             bad += 1
             continue
         stack_at = at + fmt.THREAD_HEAD.size
-        stack = []
-        for (code_id,) in fmt.U32.iter_unpack(data[stack_at:stack_at + 4 * depth_max]):
+        stack: list[int] = []
+        lines: list[int] = []
+        if head["version"] == 1:
+            entries = ((code_id, 0) for (code_id,) in fmt.U32.iter_unpack(data[stack_at:stack_at + 4 * depth_max]))
+        else:
+            entries = fmt.STACK_ENTRY.iter_unpack(data[stack_at:stack_at + fmt.ENTRY_SIZE * depth_max])
+        for code_id, line in entries:
             if code_id == 0:
                 break
             stack.append(code_id)
-        slots.append(ThreadSlot(index, ident, native_id, flags, name, stack))
+            lines.append(line)
+        slots.append(ThreadSlot(index, ident, native_id, flags, name, stack, lines))
     return slots, bad
 
 

@@ -1,11 +1,12 @@
-"""The flight-recorder file: a fixed-size MAP_SHARED mapping that survives SIGKILL and can be read while a rank hangs.
+"""The call-ring file: a fixed-size MAP_SHARED mapping that survives SIGKILL and can be read while a rank hangs.
 
 Layout (all integers little-endian; docs/tracing.md has the same table):
 
     offset 0        header, 4096 bytes: fixed fields, then mutable fields at 128, then identity JSON at 512
     strings_off     string table: entries (u32 code_id, u32 length, UTF-8 payload padded to 4 bytes)
     threads_off     max_threads slots: u64 ident, u32 native_id, u32 flags, 48-byte name, then the open-frame
-                    stack, u32 code ids (outermost first) ending at the first 0
+                    stack, outermost first, ending at the first code id 0: entries (u32 code id, u32 line) in
+                    version 2, bare u32 code ids in version 1
     records_off     capacity records of 32 bytes: event seq lives in slot seq % capacity
 
 A record is `<QqIHBBII`: seq, t_ns since t0, code_id, depth, kind, thread slot, thread_seq, seq & 0xffffffff.
@@ -18,6 +19,11 @@ the reader reports it (ringcheck.py): a record naming a code id beyond the strin
 not exist or a time before t0 or after now; a thread slot with unknown flags, an undecodable name or a stack of
 unknown code ids; a string entry out of order; a slot that holds neither a record nor zeros nor a torn write.
 
+The line of a stack entry is where that frame is executing: when a frame is entered, the line its nearest
+selected caller is at (the call that leads to it) is written into the caller's entry, in the same write as the new
+entry. So every open frame but the innermost has its executing line; the innermost one has the line of its last
+call of selected code (its line is 0 until it makes one). Version 2 added the lines; readers read both versions.
+
 Kind 7 (GAP, added without a version change: older readers skip it) says that the thread's trace hook was lost
 and put back: events are missing, the thread's depth starts again at 0 and OPEN records of the frames open at
 that moment follow. FLAG_GAP in the header says that the file has one.
@@ -25,8 +31,8 @@ that moment follow. FLAG_GAP in the header says that the file has one.
 Order of writes, so that a reader never sees a reference before its target:
 - a string entry is written, then `strings_end` moves past it, then the first event that uses the code id;
 - a thread slot is filled, then its flags get the "used" bit;
-- on a call the stack slot is written (code id, then a 0 terminator) before the record; on a return the
-  slot is zeroed before the record.
+- on a call the stack slot is written (the caller's line, the code id, its line 0, then a 0 terminator) before
+  the record; on a return the slot's code id is zeroed before the record.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from __future__ import annotations
 import struct
 
 MAGIC = b"HDTRACE\x01"
-VERSION = 1
+VERSION = 2  # 2: stack entries carry the executing line; 1: code ids only
+READABLE_VERSIONS = (1, 2)
 HEADER_SIZE = 4096
 RECORD = struct.Struct("<QqIHBBII")
 RECORD_SIZE = RECORD.size  # 32
@@ -71,15 +78,19 @@ THREAD_USED = 1
 THREAD_MAIN = 2
 THREAD_FLAGS_AT = 12  # offset of flags inside a slot
 U32 = struct.Struct("<I")
-STACK_PUSH = struct.Struct("<II")  # code id and the 0 terminator after it
+STACK_ENTRY = struct.Struct("<II")  # code id, line (version 2)
+ENTRY_SIZE = STACK_ENTRY.size
+PUSH_FIRST = struct.Struct("<III")  # at depth 0: code id, its line 0, the 0 terminator after it
+PUSH = struct.Struct("<IIII")  # deeper: the caller's line (ending its entry), code id, its line 0, the terminator
 
 STRING_HEAD = struct.Struct("<II")  # code_id, payload length
 FIELD_SEP = "\t"
 MIN_STRING_ENTRY = STRING_HEAD.size + 8  # the shortest payload, "\t\t\t0\tc", padded to 4 bytes
 
 
-def thread_slot_size(max_depth: int) -> int:
-    size = THREAD_HEAD.size + U32.size * (max_depth + 1)
+def thread_slot_size(max_depth: int, version: int = VERSION) -> int:
+    entry = U32.size if version == 1 else ENTRY_SIZE
+    size = THREAD_HEAD.size + entry * (max_depth + 1)
     return (size + 7) // 8 * 8
 
 

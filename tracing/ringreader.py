@@ -1,4 +1,4 @@
-"""Reads a flight-recorder file (format: ringformat.py) into a RankTrace, from a dead process or a live one.
+"""Reads a call-ring file (format: ringformat.py) into a RankTrace, from a dead process or a live one.
 
 Only a regular file is read (regularfile.py), with pread(2) of the sizes its header gives: a live writer's pages
 are the same page-cache pages, so the reader sees every completed write. A record torn by a concurrent write or
@@ -44,9 +44,10 @@ def _read(fd: int, path: str, tail: int | None) -> RankTrace:
     if len(data) < fmt.HEADER_SIZE or data[:8] != fmt.MAGIC:
         raise RingFormatError(f"{path}: not a hangdoctor ring file (bad magic)")
     head = dict(zip(fmt.FIXED_FIELDS, fmt.FIXED.unpack_from(data, 0)))
-    if head["version"] != fmt.VERSION or head["record_size"] != fmt.RECORD_SIZE:
+    if head["version"] not in fmt.READABLE_VERSIONS or head["record_size"] != fmt.RECORD_SIZE:
+        known = " or ".join(str(v) for v in fmt.READABLE_VERSIONS)
         raise RingFormatError(f"{path}: ring format version {head['version']} (record size {head['record_size']}) "
-                              f"is not the version {fmt.VERSION} this reader knows")
+                              f"is not a version this reader knows ({known})")
     problem = layout_problem(head)
     if problem:
         raise RingFormatError(f"{path}: damaged ring header ({problem})")
@@ -116,7 +117,7 @@ def _fill(trace: RankTrace, locations: dict[int, CodeLocation], slots, records: 
 
     threads = [ThreadTrace(index=s.index, name=s.name, ident=s.ident, native_id=s.native_id,
                            is_main=bool(s.flags & fmt.THREAD_MAIN), open_frames=[location(c) for c in s.stack],
-                           frames_truncated=len(s.stack) == max_depth) for s in slots]
+                           open_lines=list(s.lines), frames_truncated=len(s.stack) == max_depth) for s in slots]
     by_index = {t.index: t for t in threads}
     t0 = trace.start_wall_ns
     for seq, t_ns, code_id, depth, kind, thread, tseq in records:

@@ -1,4 +1,4 @@
-"""Creates a flight-recorder file and writes its header, string table and thread slots (format: ringformat.py).
+"""Creates a call-ring file and writes its header, string table and thread slots (format: ringformat.py).
 
 Events themselves are written by the recorder's hot path straight into `buf`, which is the shared mapping.
 """

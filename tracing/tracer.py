@@ -138,7 +138,7 @@ class Tracer:
         if self.stream_path:
             stream = StreamWriter(self.stream_path, meta)
         self._recorder = Recorder(ring, stream, t0_mono_ns=t0_mono)
-        self._emit = self._recorder.make_emit()
+        self._emit = self._recorder.make_emit(self._cache)
         self._c_call, self._c_return = self._recorder.make_c_hooks(self._emit)
 
     def _hooks(self) -> Hooks:
@@ -200,8 +200,10 @@ class Tracer:
 
     def _record_open(self, state, selected: list[tuple[object, int]]) -> None:
         for f, code_id in selected:
-            self._emit(OPEN, code_id, state)
+            self._emit(OPEN, code_id, state, f.f_back)
             self._backend.adopt(f)
+        if selected:
+            self._recorder.note_line(state, selected[-1][0].f_lineno)
 
     def _resume(self, frame) -> bool:
         """Called on a thread whose hook CPython dropped (backends/hookguard.py), with the innermost frame open

@@ -32,7 +32,7 @@ def test_window_starts_where_every_rank_has_events_and_early_stops_are_reported(
     report = diverge_report("d", traces)
     assert report.start == 100
     assert [(e.rank, e.last_position) for e in report.early] == [(3, 19)]
-    assert report.early[0].open_frames == [D]
+    assert [f.loc for f in report.early[0].open_frames] == [D]
     (first,) = report.divergences[:1]
     assert first.ranks == [0, 1, 2]
     # rank 1 still calls A at event #140, where ranks 0 and 2 call B: it departs there.
@@ -49,7 +49,7 @@ def test_a_rank_with_no_more_events_forms_its_own_branch():
     (split,) = report.divergences
     assert split.position == 4
     stopped = next(b for b in split.branches if b.stopped)
-    assert stopped.ranks == [2] and stopped.open_frames == [A, D]
+    assert stopped.ranks == [2] and [f.loc for f in stopped.open_frames] == [A, D]
     assert diverge_report("d", traces[:2]).identical
 
 

@@ -21,7 +21,7 @@ COMBOS = [
     ("3.12.1", "monitoring"), ("3.12.1", "settrace"), ("3.12.1", "setprofile"),
     ("3.13.0", "monitoring"),
 ]
-SCENARIOS = ["selection", "exclusion", "shapes", "threads", "start_at", "stop_start", "c_calls"]
+SCENARIOS = ["selection", "exclusion", "shapes", "threads", "start_at", "stop_start", "c_calls", "lines"]
 
 
 def exercise(version: str | None, backend: str, scenario: str, tmp_path) -> dict:
@@ -102,6 +102,15 @@ def test_backend_scenario(version, backend, scenario, tmp_path):
         assert events == opening + [("call", "callback", 3, "MainThread"), ("ret", "callback", 3, "MainThread")] \
             + opening + [("call", "target", 3, "MainThread"), ("call", "before_target", 4, "MainThread"),
                          ("ret", "before_target", 4, "MainThread"), ("ret", "target", 3, "MainThread")]
+    elif scenario == "lines":
+        # Each open frame's executing line (the line marked "# LINE <its name>" in exercise.py), read while
+        # open; the innermost frame has the line of its last call of selected code.
+        marks = {line.rsplit("# LINE ", 1)[1].split(":")[0]: n
+                 for n, line in enumerate((FIXTURES / "exercise.py").read_text().splitlines(), 1) if "# LINE " in line}
+        names = ["<module>", "main", "scenario", "lines_outer", "lines_middle", "lines_inner"]
+        expected = [[name, marks[name.removeprefix("lines_")], "executing"] for name in names]
+        expected[-1][2] = "last call"
+        assert result["extra"]["frames"] == expected
     elif scenario == "c_calls":
         assert ("ccall", "len", 4, "MainThread") in events
         assert events.index(("ccall", "len", 4, "MainThread")) + 1 == events.index(("cret", "len", 4, "MainThread"))

@@ -92,11 +92,23 @@ def test_last_json_and_diverge_json(tmp_path, capsys):
     assert [r["condition"] for r in report["ranks"]] == ["stopped", "stopped"]
     assert report["groups"][0]["ranks_text"] == "0-1"
     assert report["groups"][0]["last_events"][-1]["function"]["name"] == "tests.tracing.sample_work:train"
-    assert main(["diverge", str(tmp_path), "--json"]) == 0
+    assert main(["diverge", str(tmp_path), "--json"]) == 1  # the ranks diverged
     first = json.loads(capsys.readouterr().out)["divergences"][0]
     branches = {b["ranks_text"]: (b["events"][0]["kind"], b["events"][0]["function"]["qualname"])
                 for b in first["branches"]}
     assert branches == {"0": ("ret", "step"), "1": ("call", "odd_one_out")}
+
+
+def test_diverge_exits_0_when_the_ranks_made_the_same_calls(tmp_path, capsys):
+    traced_ranks(tmp_path, ranks=(0, 2))  # sample_work's odd branch is rank 1's
+    assert main(["diverge", str(tmp_path)]) == 0
+    assert "The compared ranks made the same calls in the same order." in capsys.readouterr().out
+
+
+def test_version_is_the_distributions(capsys):
+    import hangdoctor
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"tracing {hangdoctor.__version__}\n"
 
 
 def test_export_chrome_merges_ranks(tmp_path, capsys):

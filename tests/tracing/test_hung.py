@@ -67,7 +67,7 @@ def test_diverge_and_stream_only_traces(tmp_path):
         groups = groups_by_ranks(last_json(out))
         assert [f["qualname"] for f in groups["2-3"]["open_frames"]] == BROADCAST
         done = tracing_cli("diverge", str(out), "--json")
-        assert done.returncode == 0, done.output
+        assert done.returncode == 1, done.output  # 1: the ranks diverged
         report = json.loads(done.stdout)
         first = report["divergences"][0]
         assert first["ranks_text"] == "0-3"

@@ -24,16 +24,19 @@ BCAST = CodeLocation("torch.distributed.distributed_c10d", "broadcast", "/t/torc
 REDUCE = CodeLocation("torch.distributed.distributed_c10d", "all_reduce", "/t/torch/distributed/distributed_c10d.py", 2000)
 
 
-def rank_trace(rank: int, stuck_in_broadcast: bool) -> RankTrace:
+def rank_trace(rank: int, stuck_in_broadcast: bool, train_line: int = 940) -> RankTrace:
+    """The ring's stack slots give each open frame's line: outer frames the call they are in; the innermost one
+    (broadcast, all_reduce) called no traced function since it was entered, so it has none."""
     script = [(OPEN, TRAIN, 0), (CALL, STEP, 1), (RETURN, STEP, 1), (CALL, STEP, 1)]
     if stuck_in_broadcast:
         script += [(CALL, LOSS, 2), (CALL, BCAST, 3)]
-        frames = [TRAIN, STEP, LOSS, BCAST]
+        frames, lines = [TRAIN, STEP, LOSS, BCAST], [train_line, 470, 573, 0]
     else:
         script += [(RETURN, STEP, 1), (CALL, REDUCE, 1)]
-        frames = [TRAIN, REDUCE]
+        frames, lines = [TRAIN, REDUCE], [train_line + 2, 0]
     events = [Event(i, 0, i, T0 + i * 1000, kind, depth, loc) for i, (kind, loc, depth) in enumerate(script)]
-    thread = ThreadTrace(index=0, name="MainThread", is_main=True, open_frames=frames, events=events)
+    thread = ThreadTrace(index=0, name="MainThread", is_main=True, open_frames=frames, open_lines=lines,
+                         events=events)
     return RankTrace(identity=RankIdentity(rank=rank, local_rank=rank % 4, world_size=8, host="n1", pid=100 + rank),
                      path=f"trace-n1-{rank}.ring", source="ring", state=RUNNING, start_wall_ns=T0, threads=[thread],
                      total_events=len(events))
@@ -55,14 +58,27 @@ def test_last_view_groups_ranks_and_draws_open_frames():
     assert "  inside train > all_reduce" in lines
     assert "ranks 6-7 (2 ranks) · running · silent for 42.0 s" in lines
     assert "  inside train > train_step > PipelineEngine._aggregate_total_loss > broadcast" in lines
-    assert "└── train  megatron/training.py:915" in lines
-    assert "            └── broadcast  torch/distributed/distributed_c10d.py:1191" in lines
+    # The executing line of each outer frame, as py-spy prints it; the innermost frame's first line, marked.
+    assert "└── train  megatron/training.py:940" in lines
+    assert "        └── PipelineEngine._aggregate_total_loss  deepspeed/runtime/pipe/engine.py:573" in lines
+    assert "            └── broadcast  torch/distributed/distributed_c10d.py:1191 (def)" in lines
     assert text.index("ranks 0-5") < text.index("ranks 6-7")
     data = json.loads(dumps(report))
     assert [(g["ranks_text"], g["summary"]) for g in data["groups"]] == [
         ("0-5", "inside train > all_reduce"),
         ("6-7", "inside train > train_step > PipelineEngine._aggregate_total_loss > broadcast")]
-    assert data["groups"][1]["open_frames"][-1]["where"] == "torch/distributed/distributed_c10d.py:1191"
+    loss, bcast = data["groups"][1]["open_frames"][-2:]
+    assert (loss["line"], loss["line_source"], loss["def_line"], loss["where"]) == (
+        573, "executing", 540, "deepspeed/runtime/pipe/engine.py:573")
+    assert (bcast["line"], bcast["line_source"], bcast["where"]) == (
+        1191, "def", "torch/distributed/distributed_c10d.py:1191")
+
+
+def test_ranks_at_different_lines_of_the_same_functions_are_two_groups():
+    ranks = traces()
+    ranks[7] = rank_trace(7, stuck_in_broadcast=True, train_line=950)  # e.g. the second broadcast in train
+    report = last_report("traces/", ranks, {r: "alive" for r in range(8)}, now_wall_ns=T0, events=2)
+    assert [(g.ranks_text, g.open_frames[0].line) for g in report.groups] == [("0-5", 942), ("6", 940), ("7", 950)]
 
 
 def test_dead_ranks_split_from_live_ones():

@@ -1,4 +1,4 @@
-"""The flight-recorder file format: what the recorder writes is what the reader returns, wrap-around keeps the
+"""The call-ring file format: what the recorder writes is what the reader returns, wrap-around keeps the
 newest events, torn records are refused, full tables degrade gracefully."""
 
 from __future__ import annotations
@@ -164,6 +164,26 @@ def test_a_ring_written_before_gaps_existed_reads_the_same():
     assert (trace.total_events, trace.dropped_events) == (23, 7)
     assert [f.qualname for f in trace.main_thread.open_frames] == ["train", "step", "all_reduce"]
     assert [e.word for e in trace.events][-3:] == ["ret", "call", "ccall"]
+    # Version 1 recorded no lines: each open frame shows its function's first line, marked as such.
+    assert {f.line_source for f in trace.main_thread.frames} == {"def"}
+
+
+def test_stack_entries_carry_the_line_each_caller_is_at(tmp_path):
+    """A call writes the line of its nearest selected caller into the caller's entry (version 2)."""
+    import sys
+    rec = make_recorder(tmp_path / "r.ring")
+    here = sys._getframe()
+    emit = rec.make_emit({here.f_code: 1})  # this test function is the selected caller
+    outer, inner = rec.define(loc("outer")), rec.define(loc("inner"))
+    emit(CALL, outer)
+    line = here.f_lineno + 1  # the next line: the call
+    emit(CALL, inner, None, here)
+    trace = read_ring(str(tmp_path / "r.ring"))
+    assert trace.main_thread.open_lines == [line, 0]
+    assert [(f.line, f.line_source) for f in trace.main_thread.frames] == [(line, "executing"), (10, "def")]
+    emit(RETURN, inner)
+    assert [(f.line, f.line_source) for f in read_ring(str(tmp_path / "r.ring")).main_thread.frames] == [
+        (line, "last call")]
 
 
 def test_damaged_string_table_is_one_warning_and_ids_stay_in_range(tmp_path):

@@ -31,6 +31,13 @@ def test_wrapper_under_torchrun_names_the_collectives_of_a_gloo_hang(tmp_path):
         assert groups["2-3"][:-1] == ["<module>", "main", "train", "all_reduce"]
         # gloo's Work.wait, a pybind11 method: the setprofile backend (3.11) cannot see its receiver's class.
         assert groups["0-1"][-1] == groups["2-3"][-1] == "wait"
+        # Each frame's executing line, as py-spy prints it: the call it is in (the C call's line for broadcast).
+        source = (FIXTURES / "gloo_hang.py").read_text().splitlines()
+        stuck = next(g for g in report["groups"] if g["ranks_text"] == "0-1")["open_frames"]
+        lines = {f["qualname"]: (f["line"], f["line_source"]) for f in stuck}
+        assert source[lines["_aggregate_total_loss"][0] - 1].strip() == "dist.broadcast(loss, src=2, group=group)"
+        assert source[lines["train"][0] - 1].strip() == "_aggregate_total_loss(value, loss_group, rank)"
+        assert lines["broadcast"][1] == "executing" and lines["wait"] == (0, "def")
         assert {r["rank"]: r["condition"] for r in report["ranks"]} == dict.fromkeys(range(4), "running")
 
 

@@ -9,6 +9,11 @@ From there the ranks form one group; the group is cut at the first position wher
 where some have no more events: they stopped, e.g. blocked in a collective), each branch is followed the same
 way, and every cut is a divergence. Pipeline stages run different code on purpose, so their cut comes first;
 the cuts inside each stage are the interesting ones.
+
+Communication is weighed first: before these cuts come the communication calls that some ranks stopped making
+round by round while their peers went on (comms.py): that is how a skipped collective across pipeline stages
+shows, which no cut can find once the stages have parted. Among the cuts, those where a branch makes or waits in
+a communication call come before the others.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topology import fold_ranks
-from tracing.records import CodeLocation, Event, RankTrace, ThreadTrace
+from tracing.analysis.comms import CommDivergence, comm_divergences, is_communication
+from tracing.records import Event, OpenFrame, RankTrace, ThreadTrace
 
 END = -1  # token of "no more events"
 CONTEXT = 3  # common events shown before a divergence
@@ -30,7 +36,7 @@ class Branch:
     ranks_text: str
     events: list[Event]  # the first events of this branch from the divergence on (empty: it stopped)
     stopped: bool  # no more events: the rank is inside its open frames, or finished
-    open_frames: list[CodeLocation]  # where a stopped branch sits (its first rank)
+    open_frames: list[OpenFrame]  # where a stopped branch sits (its first rank)
 
 
 @dataclass
@@ -40,13 +46,14 @@ class Divergence:
     ranks_text: str
     context: list[Event]  # the common events just before (from the first rank of the group)
     branches: list[Branch]  # largest first
+    communication: bool = False  # a branch calls, or waits in, a communication function
 
 
 @dataclass
 class EarlyStop:
     rank: int
     last_position: int
-    open_frames: list[CodeLocation]
+    open_frames: list[OpenFrame]
 
 
 @dataclass
@@ -55,13 +62,16 @@ class DivergeReport:
     thread: str
     ranks: list[int]
     start: int | None  # first compared position
-    divergences: list[Divergence]
+    divergences: list[Divergence]  # communication first, then by position
     early: list[EarlyStop]  # ranks whose events end before the common window
     warnings: list[str] = field(default_factory=list)
+    anchor: str | None = None  # the function whose calls make the rounds of the communication comparison
+    communication: list[CommDivergence] = field(default_factory=list)  # named before the divergences
+    first: str | None = None  # the first departure in one line, as the human view says it
 
     @property
     def identical(self) -> bool:
-        return not self.divergences and not self.early
+        return not self.divergences and not self.early and not self.communication
 
 
 def _pick_thread(trace: RankTrace, name: str | None) -> ThreadTrace | None:
@@ -96,6 +106,8 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
         picked[trace.identity.rank] = chosen
     if len(picked) < 2:
         return DivergeReport(source, thread or "main", sorted(picked), None, [], [], warnings)
+    start_at = next((t.config.get("start_at") for t in traces if t.config.get("start_at")), None)
+    anchor, communication = comm_divergences(picked, start_at if isinstance(start_at, str) else None, limit)
     # The common window: where every remaining rank still has events. Ranks that end before it stopped early.
     early: list[EarlyStop] = []
     active = dict(picked)
@@ -106,7 +118,7 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
             break
         for r in ended:
             t = active.pop(r)
-            early.append(EarlyStop(r, t.events[-1].thread_seq, list(t.open_frames)))
+            early.append(EarlyStop(r, t.events[-1].thread_seq, t.frames))
     tokens: dict[tuple[int, str], int] = {}
     sequences: dict[int, list[int]] = {}
     windows: dict[int, list[Event]] = {}
@@ -135,11 +147,40 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
         for token, members in sorted(parts.items(), key=lambda kv: (-len(kv[1]), kv[1][0])):
             events = windows[members[0]][cut:cut + AHEAD]
             branches.append(Branch(members, fold_ranks(members), events, token == END,
-                                   list(picked[members[0]].open_frames) if token == END else []))
+                                   picked[members[0]].frames if token == END else []))
             if token != END and len(members) > 1:
                 pending.append((members, cut + 1))
         divergences.append(Divergence(start + cut, group, fold_ranks(group),
-                                      windows[group[0]][max(0, cut - CONTEXT):cut], branches))
-    divergences.sort(key=lambda d: d.position)
+                                      windows[group[0]][max(0, cut - CONTEXT):cut], branches,
+                                      any(_communicates(b) for b in branches)))
+    divergences.sort(key=lambda d: (not d.communication, d.position))
     early.sort(key=lambda e: e.rank)
-    return DivergeReport(source, thread or "main", sorted(picked), start, divergences, early, warnings)
+    report = DivergeReport(source, thread or "main", sorted(picked), start, divergences, early, warnings, anchor,
+                           communication)
+    report.first = first_departure(report)
+    return report
+
+
+def _communicates(branch: Branch) -> bool:
+    frames = [f.loc for f in branch.open_frames] if branch.stopped else [e.loc for e in branch.events]
+    return any(is_communication(loc) for loc in frames)
+
+
+def branch_label(ranks: list[int], folded: str) -> str:
+    return f"rank {folded}" if len(ranks) == 1 else f"ranks {folded}"
+
+
+def first_departure(report: DivergeReport) -> str | None:
+    """The first divergence named in one line: a communication divergence if there is one."""
+    if report.communication:
+        return report.communication[0].summary + "."
+    if not report.divergences:
+        return None
+    first = report.divergences[0]
+    sizes = sorted(len(b.ranks) for b in first.branches)
+    if sizes[0] < sizes[-1]:
+        minority = min(first.branches, key=lambda b: len(b.ranks))
+        what = f"{branch_label(minority.ranks, minority.ranks_text)} left the others"
+    else:
+        what = " and ".join(branch_label(b.ranks, b.ranks_text) for b in first.branches) + " part ways"
+    return f"event {first.position}, {what}."

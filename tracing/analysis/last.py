@@ -1,7 +1,10 @@
 """`tracing last`: where every rank is now (its frames still open) and what it did last, grouped across ranks.
 
 Ranks whose main thread has the same open frames and the same condition (running, dead, exited...) form one
-group, e.g. "ranks 0-5: inside train > all_reduce"; groups are listed largest first.
+group, e.g. "ranks 0-5: inside train > all_reduce"; groups are listed largest first. "The same open frames": the
+same functions, and the same executing line in each outer frame where the ring recorded one (two ranks in one
+function but at different calls of a collective are two groups). The innermost frame's line (its last call) is
+not compared: it tells when a rank last called traced code, not where it waits.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topology import fold_ranks
-from tracing.records import EXITED, RUNNING, STOPPED, CodeLocation, Event, RankTrace, ThreadTrace
+from tracing.records import EXECUTING, EXITED, RUNNING, STOPPED, Event, OpenFrame, RankTrace, ThreadTrace
 
 SUMMARY_FRAMES = 5  # frames named in a one-line summary before it elides the middle
 
@@ -18,7 +21,7 @@ SUMMARY_FRAMES = 5  # frames named in a one-line summary before it elides the mi
 class ThreadLast:
     name: str
     is_main: bool
-    open_frames: list[CodeLocation]  # outermost first
+    open_frames: list[OpenFrame]  # outermost first, with the lines they are at
     frames_truncated: bool
     last_events: list[Event]  # oldest first
 
@@ -48,7 +51,7 @@ class LastGroup:
     ranks_text: str  # folded, e.g. "0-5"
     condition: str
     summary: str  # "inside train > all_reduce"
-    open_frames: list[CodeLocation]
+    open_frames: list[OpenFrame]  # of the representative rank
     frames_truncated: bool
     representative: int  # the rank whose last events are shown
     last_events: list[Event]
@@ -74,7 +77,7 @@ def condition_of(trace: RankTrace, status: str | None) -> str:
     return "unknown"
 
 
-def summarize_frames(frames: list[CodeLocation], truncated: bool = False) -> str:
+def summarize_frames(frames: list[OpenFrame], truncated: bool = False) -> str:
     if not frames:
         return "no traced frame open"
     names = [f.qualname + ("()" if f.is_c else "") for f in frames]
@@ -86,7 +89,7 @@ def summarize_frames(frames: list[CodeLocation], truncated: bool = False) -> str
 
 
 def _thread_last(thread: ThreadTrace, events: int) -> ThreadLast:
-    return ThreadLast(thread.name, thread.is_main, list(thread.open_frames), thread.frames_truncated,
+    return ThreadLast(thread.name, thread.is_main, thread.frames, thread.frames_truncated,
                       thread.events[-events:] if events > 0 else [])
 
 
@@ -107,7 +110,7 @@ def group_ranks(ranks: list[RankLast]) -> list[LastGroup]:
     buckets: dict[tuple, list[RankLast]] = {}
     for r in ranks:
         main = r.main
-        frames = tuple(f.name for f in main.open_frames) if main else ()
+        frames = tuple((f.name, f.line if f.line_source == EXECUTING else 0) for f in main.open_frames) if main else ()
         buckets.setdefault((r.condition, frames), []).append(r)
     groups = []
     for (condition, _), members in buckets.items():

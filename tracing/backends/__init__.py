@@ -26,8 +26,8 @@ class Hooks:
 
     cache: dict[CodeType, int]  # code object -> code id, 0 when not selected
     classify: Callable[[CodeType], int]  # fills the cache
-    emit: Callable[..., None]  # emit(kind, code_id)
-    c_call: Callable[[int, object], None]
+    emit: Callable[..., None]  # emit(kind, code_id, None, caller): caller is the frame the call came from
+    c_call: Callable[[int, object, object], None]  # (code id, callable, the selected frame that calls it)
     c_return: Callable[[object], None]
     c_function_id: Callable[..., int]  # (callable, receiver or None) -> code id
     c_calls: bool

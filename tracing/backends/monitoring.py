@@ -82,14 +82,15 @@ class MonitoringBackend:
         classify = self.classify
         emit = hooks.emit
         on_error = hooks.on_error
+        getframe = sys._getframe
 
-        def enter(code, offset, exc=None):
+        def enter(code, offset):  # sys._getframe(1): the frame that starts (or resumes); its f_back called it
             try:
                 code_id = cache_get(code)
                 if code_id is None:
                     code_id = classify(code)
                 if code_id:
-                    emit(CALL, code_id)
+                    emit(CALL, code_id, None, getframe(1).f_back)
                     return None
             except Exception as e:  # noqa: BLE001
                 on_error(e)
@@ -118,7 +119,14 @@ class MonitoringBackend:
                 on_error(e)
 
         def throw(code, offset, exc):  # not disableable: no DISABLE here
-            enter(code, offset)
+            try:
+                code_id = cache_get(code)
+                if code_id is None:
+                    code_id = classify(code)
+                if code_id:
+                    emit(CALL, code_id, None, getframe(1).f_back)
+            except Exception as e:  # noqa: BLE001
+                on_error(e)
 
         for event, callback in ((E.PY_START, enter), (E.PY_RESUME, enter), (E.PY_THROW, throw),
                                 (E.PY_RETURN, leave), (E.PY_YIELD, leave), (E.PY_UNWIND, unwind)):
@@ -140,7 +148,7 @@ class MonitoringBackend:
             if type(fn) in _PYTHON_CALLABLES:
                 return  # a Python callee reports itself through PY_START when it is selected
             try:
-                c_call(c_function_id(fn, None if arg0 is MISSING else arg0), fn)
+                c_call(c_function_id(fn, None if arg0 is MISSING else arg0), fn, sys._getframe(1))
             except Exception as e:  # noqa: BLE001
                 on_error(e)
 

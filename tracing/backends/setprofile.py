@@ -72,7 +72,7 @@ class SetprofileBackend:
                     if code_id is None:
                         code_id = classify(code)
                     if code_id:
-                        emit(CALL, code_id)
+                        emit(CALL, code_id, None, frame.f_back)
                 elif event == "return":
                     code_id = cache_get(frame.f_code)
                     if code_id:
@@ -80,7 +80,7 @@ class SetprofileBackend:
                 elif c_calls:
                     if event == "c_call":
                         if cache_get(frame.f_code):
-                            c_call(c_function_id(arg), arg)
+                            c_call(c_function_id(arg), arg, frame)
                     else:  # c_return, c_exception
                         c_return(arg)
             except RecursionError:  # too deep to record: drop the hook; the guard puts it back with a gap

@@ -115,7 +115,7 @@ class SettraceBackend:
                     if not code_id:
                         return None
                 frame.f_trace_lines = False
-                emit(CALL, code_id)
+                emit(CALL, code_id, None, frame.f_back)
                 return local
             except RecursionError:  # too deep to record: drop the hook; the guard puts it back with a gap
                 sys.settrace(None)

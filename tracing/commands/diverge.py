@@ -2,11 +2,18 @@
 
     python -m tracing diverge traces/ [--thread NAME] [--max N] [--json]
 
-Events are compared by position in each rank's thread (the n-th event since tracing started), from the first
-position every rank still has. All ranks start as one group; at the first position where they disagree the
-group splits, and each branch is followed further. Ranks that stopped (no more events, e.g. blocked in a
-collective) form their own branch. Pipeline stages differ by design: look at the splits inside them. Works best
-when every rank started tracing at the same point (--start-at).
+Communication first: ranks are compared round by round (a round is one call of the training step: the trace's
+--start-at function, else the function around the most communication calls), and a collective or p2p call that
+some ranks stopped making (or made once more) while the others went on as before is named first, e.g. "in round
+2 of PipelineEngine.train_batch, ranks 2-3 skipped PipelineEngine._aggregate_total_loss > broadcast ...; ranks
+0-1 went on as before". Communication calls: functions whose names say broadcast, all_reduce, all_gather,
+reduce_scatter, all_to_all, barrier, send or recv (torch.distributed, deepspeed.comm, a framework's wrappers).
+
+Then events are compared by position in each rank's thread (the n-th event since tracing started), from the
+first position every rank still has. All ranks start as one group; at the first position where they disagree
+the group splits, and each branch is followed further; splits at a communication call come first. Ranks that
+stopped (no more events, e.g. blocked in a collective) form their own branch. Pipeline stages differ by design:
+look at the splits inside them. Works best when every rank started tracing at the same point (--start-at).
 """
 
 from __future__ import annotations
@@ -18,6 +25,11 @@ from tracing.cli import CommandError, non_negative
 from tracing.commands.common import console, print_warnings
 from tracing.render.jsonout import dumps
 from tracing.tracedir import TraceInputError, load_traces
+
+EXIT_CODES = """exit codes:
+  0  the ranks made the same calls (or fewer than two ranks have events)
+  1  the ranks diverged (the report says where); also unreadable input, with an Error: line on stderr
+  2  usage error: bad flags"""
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -35,10 +47,11 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(e), hint=e.hint) from None
     report = diverge_report(args.path, loaded.traces, thread=args.thread, limit=args.max, warnings=loaded.warnings)
     print_warnings(report.warnings)
+    code = 0 if report.identical else 1
     if args.json:
         print(dumps(report))
-        return 0
+        return code
     view = console()  # first: it says so when rich is missing
     from tracing.render.diverge import render_diverge
     render_diverge(report, view)
-    return 0
+    return code

@@ -1,30 +1,50 @@
-"""Rich view of `tracing diverge`: each point where a group of ranks split, with the common context before it."""
+"""Rich view of `tracing diverge`: the first departure in one line, then the communication calls some ranks
+stopped making round by round, then each point where a group of ranks split, with the common context before it."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.text import Text
 
-from tracing.analysis.diverge import Divergence, DivergeReport
+from tracing.analysis.comms import CommDivergence, calls_text
+from tracing.analysis.diverge import Divergence, DivergeReport, branch_label
+from tracing.analysis.last import summarize_frames
+from tracing.records import OpenFrame
 from tracing.render.text import event_line
 
 
-def _branch_label(ranks: list[int], folded: str) -> str:
-    return f"rank {folded}" if len(ranks) == 1 else f"ranks {folded}"
+def _inside(frames: list[OpenFrame]) -> str:
+    return summarize_frames(frames)  # "inside train > … > _aggregate_total_loss > broadcast"
+
+
+def _render_communication(index: int, d: CommDivergence, console: Console) -> None:
+    console.print()
+    where = "" if d.function.is_c or not d.function.filename else f"  {d.function.where}"
+    console.print(Text.assemble((f"#{index} in round {d.round}", "bold"), f" of {d.anchor}: ", (d.call, "bold"),
+                                (where, "dim")), soft_wrap=True)
+    for side in d.sides:
+        label = branch_label(side.ranks, side.ranks_text)
+        counts = f"{calls_text(side.calls)} in round {d.round}, {side.before} in round {d.round - 1}"
+        console.print(Text.assemble("  ", (label, "bold cyan"), ": ", (counts, "red" if side.changed else ""),
+                                    " (changed)" if side.changed else " (as before)"))
+        if side.event is not None:
+            console.print(Text("    " + event_line(side.event, indent=False)), soft_wrap=True)
+        console.print(Text(f"    now {_inside(side.open_frames)}", style="dim"), soft_wrap=True)
 
 
 def _render_divergence(index: int, d: Divergence, console: Console) -> None:
     console.print()
-    console.print(Text.assemble((f"#{index} at event {d.position}", "bold"), f" of {_branch_label(d.ranks, d.ranks_text)}"))
+    console.print(Text.assemble((f"#{index} at event {d.position}", "bold"),
+                                f" of {branch_label(d.ranks, d.ranks_text)}"))
     if d.context:
         console.print(Text("  common before:", style="dim"))
         for e in d.context:
             console.print(Text("    " + event_line(e, indent=False)), soft_wrap=True)
     for b in d.branches:
-        label = _branch_label(b.ranks, b.ranks_text)
+        label = branch_label(b.ranks, b.ranks_text)
         if b.stopped:
-            where = " > ".join(f.qualname for f in b.open_frames) or "no traced frame open"
-            console.print(Text.assemble("  ", (label, "bold cyan"), ": ", ("no more events", "red"), f", inside {where}"))
+            console.print(Text.assemble("  ", (label, "bold cyan"), ": ", ("no more events", "red"),
+                                        f", {_inside(b.open_frames)}"))
             continue
         console.print(Text.assemble("  ", (label, "bold cyan"), ":"))
         for e in b.events:
@@ -38,20 +58,22 @@ def render_diverge(report: DivergeReport, console: Console) -> None:
     console.print(Text.assemble(("Compared", "bold"), f" the {report.thread} thread of {len(report.ranks)} ranks "
                                 f"in {report.source} from event {report.start} on."))
     for stop in report.early:
-        where = " > ".join(f.qualname for f in stop.open_frames) or "no traced frame open"
         console.print(Text.assemble(("rank " + str(stop.rank), "bold red"),
                                     f" stopped early: its last event is #{stop.last_position}, before the others' "
-                                    f"window; inside {where}"))
-    if not report.divergences:
-        console.print("The compared ranks made the same calls in the same order." if not report.early else "")
+                                    f"window; {_inside(stop.open_frames)}"))
+    if report.identical:
+        console.print("The compared ranks made the same calls in the same order.")
         return
-    first = report.divergences[0]
-    sizes = sorted(len(b.ranks) for b in first.branches)
-    if sizes[0] < sizes[-1]:
-        minority = min(first.branches, key=lambda b: len(b.ranks))
-        what = f"{_branch_label(minority.ranks, minority.ranks_text)} left the others"
-    else:
-        what = " and ".join(_branch_label(b.ranks, b.ranks_text) for b in first.branches) + " part ways"
-    console.print(Text.assemble(("First departure: ", "bold"), f"event {first.position}, {what}."))
-    for index, d in enumerate(report.divergences, 1):
+    if report.first:
+        console.print(Text.assemble(("First departure: ", "bold"), report.first), soft_wrap=True)
+    if report.communication:
+        console.print()
+        console.print(Text(f"Communication calls that some ranks changed while the others went on, round by round "
+                           f"(a round: one call of {report.communication[0].anchor}):", style="bold"), soft_wrap=True)
+    for index, d in enumerate(report.communication, 1):
+        _render_communication(index, d, console)
+    if report.divergences and report.communication:
+        console.print()
+        console.print(Text("Where the ranks' call sequences part, event by event:", style="bold"))
+    for index, d in enumerate(report.divergences, len(report.communication) + 1):
         _render_divergence(index, d, console)

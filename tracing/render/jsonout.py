@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import fields, is_dataclass
 
-from tracing.records import CodeLocation, Event
+from tracing.records import CodeLocation, Event, OpenFrame
 
 
 def jsonable(obj):
     if isinstance(obj, CodeLocation):
         return {"name": obj.name, "module": obj.module, "qualname": obj.qualname, "file": obj.filename,
                 "line": obj.lineno, "where": obj.where, "is_c": obj.is_c}
+    if isinstance(obj, OpenFrame):  # the function, with "line" the line it is at (see records.OpenFrame)
+        return dict(jsonable(obj.loc), line=obj.line, line_source=obj.line_source, def_line=obj.loc.lineno,
+                    where=obj.where)
     if isinstance(obj, Event):
         return {"seq": obj.seq, "thread": obj.thread, "thread_seq": obj.thread_seq, "wall_ns": obj.wall_ns,
                 "kind": obj.word, "depth": obj.depth, "function": jsonable(obj.loc)}

@@ -1,4 +1,8 @@
-"""Rich view of `tracing last`: one block per group of ranks, their open frames as a tree, then last events."""
+"""Rich view of `tracing last`: one block per group of ranks, their open frames as a tree, then last events.
+
+Each open frame shows the line it is at, as py-spy does; a line that is not the executing one says so:
+"(last call)" on an innermost frame (the line of its last call of traced code), "(def)" where no line was
+recorded (the function's first line)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from tracing.analysis.last import LastGroup, LastReport, RankLast
+from tracing.records import DEF, LAST_CALL
 from tracing.render.text import clock, event_line, seconds
 
 
@@ -20,8 +25,9 @@ def _frames_tree(label: str, frames, truncated: bool) -> Tree:
     if truncated:
         node = node.add(Text("… (outer frames deeper than the ring's stack slots)", style="dim"))
     for frame in frames:
+        note = f" ({frame.line_source})" if frame.line_source in (DEF, LAST_CALL) and not frame.is_c else ""
         node = node.add(Text.assemble((frame.qualname + ("()" if frame.is_c else ""), "bold"), "  ",
-                                      (frame.where, "dim")))
+                                      (frame.where + note, "dim")))
     return tree
 
 
