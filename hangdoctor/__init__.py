@@ -9,5 +9,3 @@ Pipeline (no torch, no deepspeed anywhere: it runs on login nodes and inside a h
 - `render/`: the verdict as rich text, JSON and a self-contained HTML/SVG picture of the merged tree.
 - `commands/`: one module per CLI verb (`attach`, `analyze`), wired by `cli.main`.
 """
-
-__version__ = "0.1.0"

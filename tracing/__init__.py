@@ -11,33 +11,21 @@ only inside the renderers), so it runs under any Python 3.10+ on login nodes and
 
 from __future__ import annotations
 
-from tracing.config import DEFAULT_RING, ENV_VAR, TraceConfig
-from tracing.identity import RankIdentity, current_identity
-from tracing.tee import Tee
-from tracing.tracer import Tracer, active_tracer
+import importlib
+
+# Loaded on first use, so that `tracing --help` and the readers do not pay for the tracer's imports.
+_EXPORTS = {
+    "DEFAULT_RING": "tracing.config", "ENV_VAR": "tracing.config", "TraceConfig": "tracing.config",
+    "RankIdentity": "tracing.identity", "current_identity": "tracing.identity", "Tee": "tracing.tee",
+    "Tracer": "tracing.tracer", "active_tracer": "tracing.tracer",
+    "trace": "tracing.api", "start": "tracing.api", "stop": "tracing.api",
+}
 
 
-def trace(include: str | tuple[str, ...] | list[str], *, exclude: str | tuple[str, ...] | list[str] = (),
-          out: str = ".", ring: int = DEFAULT_RING, stream: bool = False, start_at: str | None = None,
-          c_calls: bool = False, backend: str = "auto") -> Tracer:
-    """A tracer, not yet started: use it as a context manager, or call .start() / .stop() / .close()."""
-    as_tuple = (lambda v: (v,) if isinstance(v, str) else tuple(v))
-    config = TraceConfig(include=as_tuple(include), exclude=as_tuple(exclude), out=out, ring=ring, stream=stream,
-                         start_at=start_at, c_calls=c_calls, backend=backend)
-    return Tracer(config)
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tracing' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
 
 
-def start(include, **options) -> Tracer:
-    """Start tracing now (or at start_at=...); same keywords as trace()."""
-    return trace(include, **options).start()
-
-
-def stop() -> None:
-    """Stop the active tracer and close its files (they say "stopped")."""
-    tracer = active_tracer()
-    if tracer is not None:
-        tracer.close()
-
-
-__all__ = ["DEFAULT_RING", "ENV_VAR", "RankIdentity", "Tee", "TraceConfig", "Tracer", "active_tracer",
-           "current_identity", "start", "stop", "trace"]
+__all__ = sorted(_EXPORTS)

@@ -1,8 +1,7 @@
 """Who a traced process is: its rank, local rank, host and pid, read once from the launcher's environment.
 
-torchrun sets RANK / LOCAL_RANK / WORLD_SIZE, srun sets SLURM_PROCID / SLURM_LOCALID / SLURM_NTASKS, MPI launchers
-set their own. The identity is written into every trace file's header, so no later step re-derives it from file
-names.
+The launcher's variables are read by topology.launcher (the one table of them: torchrun, srun, MPI). The identity is
+written into every trace file's header, so no later step re-derives it from file names.
 """
 
 from __future__ import annotations
@@ -13,9 +12,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-RANK_VARS = ("RANK", "SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
-LOCAL_RANK_VARS = ("LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")
-WORLD_SIZE_VARS = ("WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+from topology.launcher import launched_rank
 
 
 @dataclass(frozen=True)
@@ -51,25 +48,14 @@ class RankIdentity:
         )
 
 
-def _first_int(environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[int | None, str | None]:
-    for name in names:
-        value = environ.get(name, "").strip()
-        if value.isdigit():
-            return int(value), name
-    return None, None
-
-
 def current_identity(environ: Mapping[str, str] | None = None) -> RankIdentity:
-    environ = os.environ if environ is None else environ
-    rank, source = _first_int(environ, RANK_VARS)
-    local_rank, _ = _first_int(environ, LOCAL_RANK_VARS)
-    world_size, _ = _first_int(environ, WORLD_SIZE_VARS)
+    launched = launched_rank(os.environ if environ is None else environ)
     return RankIdentity(
-        rank=rank if rank is not None else 0,
-        local_rank=local_rank if local_rank is not None else 0,
-        world_size=world_size,
+        rank=launched.rank if launched.rank is not None else 0,
+        local_rank=launched.local_rank if launched.local_rank is not None else 0,
+        world_size=launched.world_size,
         host=socket.gethostname(),
         pid=os.getpid(),
-        rank_source=source or "default",
+        rank_source=launched.rank_var or "default",
         argv=tuple(getattr(sys, "orig_argv", sys.argv)),
     )

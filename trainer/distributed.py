@@ -1,6 +1,6 @@
 """Process identity and torch.distributed start-up, under torchrun or srun, on CPU (gloo) or GPUs (NCCL).
 
-Under srun the SLURM variables are translated to the torchrun ones (RANK, WORLD_SIZE, LOCAL_RANK,
+Under srun (or an MPI launcher) its variables are translated to the torchrun ones (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT) before DeepSpeed reads them. The backend follows the device: NCCL when CUDA is
 available, else gloo with DeepSpeed's CPU accelerator.
 
@@ -20,13 +20,15 @@ from datetime import timedelta
 
 import torch
 
+from topology.launcher import launched_rank
+
 
 @dataclass(frozen=True)
 class ProcessIdentity:
     rank: int
     world_size: int
     local_rank: int
-    launcher: str  # "torchrun", "srun" or "single"
+    launcher: str  # "torchrun", "srun", "mpi" or "single"
 
 
 def _first_slurm_host(nodelist: str) -> str:
@@ -51,22 +53,27 @@ def _check_resolves(host: str) -> None:
 
 
 def identify_process(env: dict[str, str] | None = None) -> ProcessIdentity:
-    """Read (and, under srun, complete) the launcher's environment. Mutates os.environ when env is None."""
+    """Read (and, under srun or an MPI launcher, complete) the launcher's environment (topology.launcher reads
+    the variables). Mutates os.environ when env is None."""
     env = os.environ if env is None else env
-    if "RANK" in env and "WORLD_SIZE" in env:
-        return ProcessIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)), "torchrun")
-    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
-        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+    launched = launched_rank(env)
+    if launched.rank is None or launched.world_size is None:
+        env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_PORT", "29511")
+        return ProcessIdentity(0, 1, 0, "single")
+    local_rank = launched.local_rank or 0
+    if launched.launcher != "torchrun":  # torch.distributed's env:// rendezvous reads the torchrun names
+        env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"] = str(launched.rank), str(launched.world_size), str(local_rank)
+    if launched.launcher == "srun":
         if "MASTER_ADDR" not in env:
             env["MASTER_ADDR"] = _first_slurm_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
             _check_resolves(env["MASTER_ADDR"])
         env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
-        return ProcessIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), "srun")
-    env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-    env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", "29511")
-    return ProcessIdentity(0, 1, 0, "single")
+    elif launched.launcher == "mpi" and "MASTER_ADDR" not in env:
+        raise ValueError(f"{launched.rank_var} is set but MASTER_ADDR is not: MPI launchers do not set it; export "
+                         "MASTER_ADDR=<the first node's address> and MASTER_PORT=<a free port> for every rank")
+    return ProcessIdentity(launched.rank, launched.world_size, local_rank, launched.launcher)
 
 
 def use_cuda() -> bool:

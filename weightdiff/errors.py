@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from clicore.errors import CommandError as CoreCommandError
+
 
 class BadInput(Exception):
     """A file or folder that cannot be read as what it claims to be. The message is one line naming it.
@@ -10,10 +12,9 @@ class BadInput(Exception):
     """
 
 
-class CommandError(Exception):
-    """Ends a command: `weightdiff.cli.main` prints `Error: <message>` (and the hint) and returns `exit_code`."""
+class CommandError(CoreCommandError):
+    """The shared error type (clicore.errors), with weightdiff's default exit code: 2, bad usage or input.
+    To go once every call site says its code."""
 
     def __init__(self, message: str, *, exit_code: int = 2, hint: str | None = None):
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.hint = hint
+        super().__init__(message, exit_code=exit_code, hint=hint)

@@ -1,21 +1,20 @@
 """Find a job's ranks on this node through /proc, and read each one's state and CPU time. Stdlib only.
 
 A process belongs to the job when its environment (/proc/PID/environ, as it was at exec) carries the job's
-key, e.g. SLURM_JOB_ID=1234 or TORCHELASTIC_RUN_ID=...; `grep python` is never used. Its rank comes from
-RANK, else SLURM_PROCID (then PMI_RANK, OMPI_COMM_WORLD_RANK). Launchers are set aside: shells, srun,
-torchrun agents (no RANK while their workers have one) and forked children that share their parent's rank
-(data-loader workers).
+key, e.g. SLURM_JOB_ID=1234 or TORCHELASTIC_RUN_ID=...; `grep python` is never used. Its rank comes from its
+launcher's variables, read as everywhere else (topology.launcher: RANK, else SLURM_PROCID, then the MPI
+launchers'). Launchers are set aside: shells, srun, torchrun agents (no RANK while their workers have one) and
+forked children that share their parent's rank (data-loader workers).
 """
 
 from __future__ import annotations
 
 import os
 
-RANK_KEYS = ("RANK", "SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK")
-LOCAL_RANK_KEYS = ("LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")
-WORLD_KEYS = ("WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+from topology.launcher import LOCAL_RANK_VARS, RANK_VARS, WORLD_SIZE_VARS, launched_rank
+
 # Only these variables are copied into the output: environments may hold secrets.
-KEPT_ENV = RANK_KEYS + LOCAL_RANK_KEYS + WORLD_KEYS + (
+KEPT_ENV = RANK_VARS + LOCAL_RANK_VARS + WORLD_SIZE_VARS + (
     "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_NODEID", "TORCHELASTIC_RUN_ID",
     "GROUP_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
 )
@@ -103,15 +102,6 @@ def ancestors(pid: int) -> set:
     return seen
 
 
-def first_int(env: dict, keys: tuple) -> tuple:
-    """(value, key) of the first key of `keys` that holds an integer, or (None, "")."""
-    for key in keys:
-        value = env.get(key, "").strip()
-        if value.lstrip("-").isdigit():
-            return int(value), key
-    return None, ""
-
-
 def describe_process(pid: int, env: dict | None = None) -> dict | None:
     """Identity fields of one process, as the collector reports them (rank may be None)."""
     env = read_environ(pid) if env is None else env
@@ -119,19 +109,17 @@ def describe_process(pid: int, env: dict | None = None) -> dict | None:
     if stat is None:
         return None
     env = env or {}
-    rank, rank_key = first_int(env, RANK_KEYS)
-    local_rank, _ = first_int(env, LOCAL_RANK_KEYS)
-    world, _ = first_int(env, WORLD_KEYS)
+    launched = launched_rank(env)
     return {
         "pid": pid,
         "ppid": stat["ppid"],
         "uid": read_uid(pid),
         "exe": read_exe(pid),
         "cmdline": read_cmdline(pid),
-        "rank": rank,
-        "rank_key": rank_key,
-        "local_rank": local_rank,
-        "world_size": world,
+        "rank": launched.rank,
+        "rank_key": launched.rank_var,
+        "local_rank": launched.local_rank,
+        "world_size": launched.world_size,
         "env": {key: env[key] for key in KEPT_ENV if key in env},
     }
 

@@ -25,7 +25,7 @@ from rich.console import Console
 
 from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order,
                                         positive_float, show, topology_flags, wait_table, write_text)
-from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                                INTERRUPTED_TEXT, CommandError)
 from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.sources import CollectOptions, Gathered
@@ -101,26 +101,25 @@ def parse_match(items: list[str]) -> dict:
     try:
         return match_items(items)
     except ValueError as exc:
-        raise CommandError(str(exc), "e.g. --match MASTER_PORT=29500", EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="e.g. --match MASTER_PORT=29500", exit_code=EXIT_USAGE) from None
 
 
 def check_args(args: argparse.Namespace) -> None:
     if args.pid:  # [[[1, 2], [3]], ...] from repeated --pid with several values each
         args.pid = [pid for group in args.pid for pids in group for pid in pids]
     if args.samples < 1:
-        raise CommandError("--samples must be at least 1", "e.g. --samples 3 --interval 2", EXIT_USAGE)
+        raise CommandError("--samples must be at least 1", hint="e.g. --samples 3 --interval 2", exit_code=EXIT_USAGE)
     needed = (args.samples - 1) * args.interval
     if needed >= args.timeout:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} needs {needed:g}s, more than "
-                           f"--timeout {args.timeout:g}", f"raise --timeout above {needed + 10:g}", EXIT_USAGE)
+                           f"--timeout {args.timeout:g}", hint=f"raise --timeout above {needed + 10:g}", exit_code=EXIT_USAGE)
     if args.jobid and not re.match(r"^\d+(_\d+)?$", args.jobid):
-        raise CommandError(f"{args.jobid!r} is not a SLURM job id", "a job id is a number such as 2180718 (see "
-                           "squeue -u $USER)", EXIT_USAGE)
+        raise CommandError(f"{args.jobid!r} is not a SLURM job id", hint="a job id is a number such as 2180718 (see "
+                           "squeue -u $USER)", exit_code=EXIT_USAGE)
     if args.run_id and not args.local:
-        raise CommandError("--run-id goes with --local", "hangdoctor attach --local --run-id ID", EXIT_USAGE)
+        raise CommandError("--run-id goes with --local", hint="hangdoctor attach --local --run-id ID", exit_code=EXIT_USAGE)
     if args.match and not (args.local or args.hostfile):
-        raise CommandError("--match goes with --local or --hostfile", "e.g. --local --match MASTER_PORT=29500",
-                           EXIT_USAGE)
+        raise CommandError("--match goes with --local or --hostfile", hint="e.g. --local --match MASTER_PORT=29500", exit_code=EXIT_USAGE)
 
 
 def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> Gathered:
@@ -168,7 +167,7 @@ def make_out(out: Path) -> list[Path]:
     earlier = [p.name for p in (out / "report.json", out / "nodes") if p.exists() and (p.is_file() or any(p.iterdir()))]
     if earlier:  # never over an earlier collection: it may be the only one taken before the job died
         raise CommandError(f"--out {out} already holds a report ({', '.join(earlier)})",
-                           "pass a new folder (by default attach makes one per run)", EXIT_USAGE)
+                           hint="pass a new folder (by default attach makes one per run)", exit_code=EXIT_USAGE)
     created, path = [], out / "nodes"
     while not path.exists() and path != path.parent:
         created.append(path)
@@ -176,8 +175,7 @@ def make_out(out: Path) -> list[Path]:
     try:
         (out / "nodes").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CommandError(f"cannot create {out}/nodes: {exc.strerror or exc}", "pass --out to a writable folder",
-                           EXIT_USAGE) from None
+        raise CommandError(f"cannot create {out}/nodes: {exc.strerror or exc}", hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
     return created
 
 
@@ -197,8 +195,8 @@ def save_docs(out: Path, gathered: Gathered) -> None:
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(doc.get("node") or "node"))
             (folder / f"{name}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     except OSError as exc:
-        raise CommandError(f"cannot write raw outputs to {out}: {exc.strerror or exc}", "pass --out to a writable "
-                           "folder", EXIT_USAGE) from None
+        raise CommandError(f"cannot write raw outputs to {out}: {exc.strerror or exc}", hint="pass --out to a writable "
+                           "folder", exit_code=EXIT_USAGE) from None
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -228,8 +226,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     flags = topology_flags(args)
     missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == "pyspy-missing"]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):
-        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}", MISSING_HINT,
-                           EXIT_ENVIRONMENT)
+        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}", hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,
                                       warnings=gathered.warnings, failed_nodes=gathered.failed, table=table)
@@ -237,16 +234,15 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not collection.records:
         skipped = sum(len(d.get("skipped") or []) for d in gathered.docs)
         raise CommandError(f"no rank of {gathered.source} found" + (f" ({skipped} launcher processes set aside)"
-                           if skipped else ""), "check that the job is running and that you are its owner; "
-                           f"node reports are in {folder}/nodes", EXIT_NOT_FOUND)
+                           if skipped else ""), hint="check that the job is running and that you are its owner; "
+                           f"node reports are in {folder}/nodes", exit_code=EXIT_NOT_FOUND)
     verdict = diagnose(collection, all_threads=args.all_threads, table=table)
     report = verdict_to_dict(verdict)
     write_text(folder / "report.json", json.dumps(report, indent=1) + "\n")
     denied = verdict.unresponsive.get(PTRACE_DENIED, [])
     if denied and len(denied) == len(verdict.views):
         raise CommandError(f"ptrace denied for all {len(denied)} ranks: py-spy may not read them",
-                           ptrace_hint(len(denied)),
-                           EXIT_ENVIRONMENT)
+                           hint=ptrace_hint(len(denied)), exit_code=EXIT_ENVIRONMENT)
     code = show(verdict, args, out, err, report=report)
     from hangdoctor.render.html import render_html  # the picture comes after the verdict is on screen
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from hangdoctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
+from clicore.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
 from topology import DEFAULT_ORDER, parse_order
 
 if TYPE_CHECKING:  # imported where used: `attach` needs them only once the stacks are in
@@ -63,7 +63,7 @@ def check_order(args: argparse.Namespace) -> None:
     try:
         parse_order(args.order)
     except ValueError as exc:
-        raise CommandError(str(exc), "e.g. --order tp-dp-pp", EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="e.g. --order tp-dp-pp", exit_code=EXIT_USAGE) from None
 
 
 def topology_flags(args: argparse.Namespace) -> TopologyFlags:
@@ -87,7 +87,7 @@ def wait_table(args: argparse.Namespace):
     try:
         return WaitTable(active_rules(args.wait_rules))
     except ValueError as exc:
-        raise CommandError(str(exc), "see docs/wait-rules.md for the fields of a row", EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="see docs/wait-rules.md for the fields of a row", exit_code=EXIT_USAGE) from None
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -139,4 +139,4 @@ def write_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     except OSError as exc:
-        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", "choose another path", EXIT_USAGE) from None
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", hint="choose another path", exit_code=EXIT_USAGE) from None

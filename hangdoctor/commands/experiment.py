@@ -35,7 +35,7 @@ from rich.console import Console
 
 from hangdoctor.commands.common import positive_float
 from hangdoctor.commands.common import positive_int
-from hangdoctor.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                                CommandError)
 from hangdoctor.experiments.hang import AttachOptions
 from hangdoctor.experiments.launch import LaunchError
@@ -121,8 +121,7 @@ def sbatch_options(args: argparse.Namespace) -> dict[str, str]:
     for item in args.sbatch_option:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise CommandError(f"--sbatch-option {item!r}: expected KEY=VALUE", "e.g. --sbatch-option partition=gpu",
-                               EXIT_USAGE)
+            raise CommandError(f"--sbatch-option {item!r}: expected KEY=VALUE", hint="e.g. --sbatch-option partition=gpu", exit_code=EXIT_USAGE)
         options[key.lstrip("-")] = value
     if args.exclude is not None:
         options["exclude"] = compress_nodelist(node_list(args.exclude, "--exclude"))
@@ -135,9 +134,9 @@ def node_list(text: str | None, flag: str) -> list[str] | None:
     try:
         nodes = expand_nodelist(text)
     except ValueError as exc:
-        raise CommandError(f"{flag}: {exc}", "e.g. gpu[01-04,07] or n1,n2", EXIT_USAGE) from None
+        raise CommandError(f"{flag}: {exc}", hint="e.g. gpu[01-04,07] or n1,n2", exit_code=EXIT_USAGE) from None
     if not nodes:
-        raise CommandError(f"{flag} {text!r} names no node", "e.g. gpu[01-04,07] or n1,n2", EXIT_USAGE)
+        raise CommandError(f"{flag} {text!r} names no node", hint="e.g. gpu[01-04,07] or n1,n2", exit_code=EXIT_USAGE)
     return nodes
 
 
@@ -147,7 +146,7 @@ def make_matrix(args: argparse.Namespace) -> Matrix:
         return build_matrix(configs=args.config, toggles=args.toggle, repeats=args.repeats, common=args.common,
                             spec=spec)
     except ValueError as exc:
-        raise CommandError(str(exc), "see `hangdoctor experiment --help`", EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="see `hangdoctor experiment --help`", exit_code=EXIT_USAGE) from None
 
 
 def make_launcher(args: argparse.Namespace):
@@ -169,8 +168,7 @@ def check_runs(runs: list[RunSpec], launcher, out: Path) -> list[str]:
     try:
         return [launcher.describe(spec, run_dir_of(out, spec).resolve()) for spec in runs]
     except ValueError as exc:
-        raise CommandError(str(exc), "fix the configuration's --gpus, or --gpus-per-node, or --nodelist",
-                           EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="fix the configuration's --gpus, or --gpus-per-node, or --nodelist", exit_code=EXIT_USAGE) from None
 
 
 def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
@@ -182,16 +180,15 @@ def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
         except ValueError:
             before = None
         if not resume:
-            raise CommandError(f"{out} already holds an experiment", "pass --resume to continue it, or another --out",
-                               EXIT_USAGE)
+            raise CommandError(f"{out} already holds an experiment", hint="pass --resume to continue it, or another --out", exit_code=EXIT_USAGE)
         if before != wanted:
             raise CommandError(f"--resume: the matrix differs from the one in {recorded}",
-                               "run the same command again, or choose another --out", EXIT_USAGE)
+                               hint="run the same command again, or choose another --out", exit_code=EXIT_USAGE)
     try:
         out.mkdir(parents=True, exist_ok=True)
         recorded.write_text(json.dumps(wanted, indent=1) + "\n")
     except OSError as exc:
-        raise CommandError(f"cannot write to {out}: {exc.strerror or exc}", "choose another --out", EXIT_USAGE) from None
+        raise CommandError(f"cannot write to {out}: {exc.strerror or exc}", hint="choose another --out", exit_code=EXIT_USAGE) from None
 
 
 def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | None, out: Console,
@@ -219,16 +216,16 @@ def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     if args.config or args.toggle or args.spec:
         raise CommandError("--logs tabulates existing logs: it takes no --config, --toggle or --spec",
-                           "run the matrix and the logs in two commands", EXIT_USAGE)
+                           hint="run the matrix and the logs in two commands", exit_code=EXIT_USAGE)
     if args.out is not None:  # refused before any work: never over an experiment or a user's own tables
         from hangdoctor.experiments.outputs import output_names
 
         if (args.out / "matrix.json").exists():
             raise CommandError(f"{args.out} holds an experiment: --logs would replace its tables",
-                               "choose another --out for the tables of these logs", EXIT_USAGE)
+                               hint="choose another --out for the tables of these logs", exit_code=EXIT_USAGE)
         taken = [name for name in output_names(args.plot) if (args.out / name).exists()]
         if taken:
-            raise CommandError(f"{args.out} already has {', '.join(taken)}", "choose another --out", EXIT_USAGE)
+            raise CommandError(f"{args.out} already has {', '.join(taken)}", hint="choose another --out", exit_code=EXIT_USAGE)
     stems = [path.stem for path in args.logs]  # "train" for every run folder's train.log: name them by folder
     names = [path.parent.name if stems.count(path.stem) > 1 else path.stem for path in args.logs]
     results = []
@@ -237,12 +234,12 @@ def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
             results.append(result_from_log(path, warmup=args.warmup, index=index, name=name))
         except ValueError as exc:
             if len(args.logs) == 1:
-                raise CommandError(str(exc), "give a Megatron log with iteration lines (lower --warmup for short "
-                                   "ones)", EXIT_NOT_FOUND) from None
+                raise CommandError(str(exc), hint="give a Megatron log with iteration lines (lower --warmup for short "
+                                   "ones)", exit_code=EXIT_NOT_FOUND) from None
             err.print(f"Warning: {exc}", markup=False, highlight=False, soft_wrap=True)
     if not results:
         raise CommandError(f"none of the {len(args.logs)} logs has a figure to measure",
-                           "give Megatron logs with iteration lines", EXIT_NOT_FOUND)
+                           hint="give Megatron logs with iteration lines", exit_code=EXIT_NOT_FOUND)
     report(results, args, args.out, out, err)
     return EXIT_OK if len(results) == len(args.logs) else EXIT_PARTIAL
 
@@ -303,7 +300,7 @@ def stop_signals_interrupt():
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.warmup < 0:
-        raise CommandError(f"--warmup {args.warmup} must be 0 or more", "e.g. --warmup 2", EXIT_USAGE)
+        raise CommandError(f"--warmup {args.warmup} must be 0 or more", hint="e.g. --warmup 2", exit_code=EXIT_USAGE)
     if args.logs:
         return run_logs(args, out, err)
     matrix = make_matrix(args)
@@ -317,14 +314,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(text, markup=False, highlight=False, soft_wrap=True)
         return EXIT_OK
     if args.launcher == "sbatch" and shutil.which("sbatch") is None:
-        raise CommandError("sbatch not found on PATH", "run this on a SLURM login node, or use --launcher torchrun",
-                           EXIT_ENVIRONMENT)
+        raise CommandError("sbatch not found on PATH", hint="run this on a SLURM login node, or use --launcher torchrun", exit_code=EXIT_ENVIRONMENT)
     try:
         limits = Limits(hang_timeout=args.hang_timeout, startup_timeout=args.startup_timeout,
                         queue_timeout=args.queue_timeout, run_timeout=args.run_timeout,
                         poll_interval=args.poll_interval)
     except ValueError as exc:
-        raise CommandError(str(exc), "", EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="", exit_code=EXIT_USAGE) from None
     prepare_out(out_dir, matrix, args.resume)
     from hangdoctor.experiments.outputs import load_results
     from hangdoctor.experiments.runner import RunnerOptions, run_matrix
@@ -346,7 +342,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if done:
             write_outputs(done, out_dir, title=args.title, metrics=args.plot)
         if isinstance(exc, LaunchError):
-            raise CommandError(exc.message, exc.hint, EXIT_ENVIRONMENT) from None
+            raise CommandError(exc.message, hint=exc.hint, exit_code=EXIT_ENVIRONMENT) from None
         raise
     results = load_results(out_dir)
     report(results, args, out_dir, out, err)

@@ -16,7 +16,7 @@ import json
 from rich.console import Console
 
 from hangdoctor.commands.common import positive_float, positive_int, rank_count
-from hangdoctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT, CommandError
+from clicore.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT, CommandError
 from throughput.model_size import ModelShape
 from throughput.planner import PlanRequest, plan_topologies
 from throughput.render import plan_to_dict, render_plan
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             estimate_activations=not args.no_activations, sms=args.sms,
         )
     except ValueError as exc:
-        raise CommandError(str(exc), "see `hangdoctor plan --help`", EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="see `hangdoctor plan --help`", exit_code=EXIT_USAGE) from None
     plan = plan_topologies(request)
     if args.json:
         out.file.write(json.dumps(plan_to_dict(plan), indent=1) + "\n")  # raw: never wrapped or coloured

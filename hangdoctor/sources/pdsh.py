@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.collector.framing import read_frames
@@ -32,18 +32,18 @@ def read_hostfile(path: Path) -> list[str]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise CommandError(f"cannot read hostfile {path}: {exc.strerror or exc}", "check the path", EXIT_USAGE) from None
+        raise CommandError(f"cannot read hostfile {path}: {exc.strerror or exc}", hint="check the path", exit_code=EXIT_USAGE) from None
     hosts = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             host = line.split()[0]
             if not _SAFE.match(host):
-                raise CommandError(f"hostfile {path}: bad host name {host!r}", "one `host slots=N` per line", EXIT_USAGE)
+                raise CommandError(f"hostfile {path}: bad host name {host!r}", hint="one `host slots=N` per line", exit_code=EXIT_USAGE)
             if host not in hosts:
                 hosts.append(host)
     if not hosts:
-        raise CommandError(f"hostfile {path} names no host", "one `host slots=N` per line", EXIT_NOT_FOUND)
+        raise CommandError(f"hostfile {path} names no host", hint="one `host slots=N` per line", exit_code=EXIT_NOT_FOUND)
     return hosts
 
 
@@ -51,7 +51,7 @@ def pdsh_argv(hosts: list[str], rcmd: str, command: list[str]) -> list[str]:
     for arg in command:
         if not _SAFE.match(arg):
             raise CommandError(f"argument {arg!r} cannot be passed safely through pdsh",
-                               "use paths and values without spaces or shell characters", EXIT_USAGE)
+                               hint="use paths and values without spaces or shell characters", exit_code=EXIT_USAGE)
     return ["pdsh", "-R", rcmd, "-f", str(min(64, max(1, len(hosts)))), "-w", ",".join(hosts), *command]
 
 
@@ -59,8 +59,8 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
                      python: str = sys.executable) -> Gathered:
     hosts = read_hostfile(hostfile)
     if shutil.which("pdsh") is None:
-        raise CommandError("pdsh not found on PATH", "install pdsh (e.g. `apt-get install pdsh`) or use --jobid "
-                           "under SLURM", EXIT_ENVIRONMENT)
+        raise CommandError("pdsh not found on PATH", hint="install pdsh (e.g. `apt-get install pdsh`) or use --jobid "
+                           "under SLURM", exit_code=EXIT_ENVIRONMENT)
     limit = max(1.0, options.timeout - 2.0)  # the collectors stop in time to print what they have
     command = collector_argv(options, python=python, match=match, time_limit=limit,
                              node="%h" if rcmd == "exec" else None, chunked=True)
@@ -83,6 +83,5 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
     if not docs and failed:
         first = failed[0].error
         raise CommandError(f"pdsh reached no host ({len(hosts)} tried): {first}",
-                           "check that `pdsh -R RCMD -w HOST true` works from here (no sshd? try --rcmd exec)",
-                           EXIT_ENVIRONMENT)
+                           hint="check that `pdsh -R RCMD -w HOST true` works from here (no sshd? try --rcmd exec)", exit_code=EXIT_ENVIRONMENT)
     return Gathered(source=f"hostfile {hostfile} ({len(hosts)} hosts, pdsh -R {rcmd})", docs=docs, failed=failed)

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from hangdoctor.errors import EXIT_ENVIRONMENT, CommandError
+from clicore.errors import EXIT_ENVIRONMENT, CommandError
 
 MISSING_HINT = ("install it with `pip install py-spy` in the environment hangdoctor runs from (it must also be on "
                 "the compute nodes, e.g. on a shared file system), or pass --py-spy PATH")
@@ -19,11 +19,11 @@ def find_pyspy(explicit: str | None = None) -> str:
         path = shutil.which(explicit) or explicit
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return os.path.abspath(path)
-        raise CommandError(f"py-spy not found at {explicit}", MISSING_HINT, EXIT_ENVIRONMENT)
+        raise CommandError(f"py-spy not found at {explicit}", hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
     for candidate in (shutil.which("py-spy"), str(Path(sys.executable).parent / "py-spy")):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return os.path.abspath(candidate)
-    raise CommandError("py-spy not found on PATH nor next to this Python", MISSING_HINT, EXIT_ENVIRONMENT)
+    raise CommandError("py-spy not found on PATH nor next to this Python", hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
 
 
 def pyspy_version(path: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hangdoctor.cli import main
-from hangdoctor.errors import EXIT_USAGE
+from clicore.errors import EXIT_USAGE
 LOG = Path(__file__).parent / "data" / "pp2-sbatch" / "train.log"
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.cli import main
-from hangdoctor.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_USAGE
+from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_USAGE
 from hangdoctor.formats.load import load_paths
 from hangdoctor.identity import TopologyFlags
 from hangdoctor.model import Collection, Frame, RankIdentity, RankRecord, Sample, ThreadStack
@@ -149,15 +149,6 @@ def test_each_verb_documents_its_own_exit_codes(capsys):
         assert "rank" not in " ".join(help_exit_codes(capsys, verb).values())
     assert main(["--help"]) == 0
     assert "each verb lists its own in `hangdoctor VERB --help`" in capsys.readouterr().out
-
-
-def test_verb_summaries_are_the_first_lines_of_their_docstrings():
-    import importlib
-
-    from hangdoctor.commands import COMMANDS
-
-    for verb, (module_name, summary) in COMMANDS.items():
-        assert importlib.import_module(module_name).__doc__.strip().splitlines()[0] == summary, verb
 
 
 def test_attach_starts_without_importing_other_verbs_or_the_analysis():

@@ -106,9 +106,9 @@ def test_diverge_exits_0_when_the_ranks_made_the_same_calls(tmp_path, capsys):
 
 
 def test_version_is_the_distributions(capsys):
-    import hangdoctor
+    import clicore
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out == f"tracing {hangdoctor.__version__}\n"
+    assert capsys.readouterr().out == f"tracing {clicore.__version__}\n"
 
 
 def test_export_chrome_merges_ranks(tmp_path, capsys):

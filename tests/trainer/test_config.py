@@ -108,3 +108,22 @@ def test_a_run_dir_with_an_earlier_run_needs_resume(tmp_path, earlier):
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"Error: --run-dir {run_dir} holds an earlier run (") and "pass --resume" in line
     assert all((run_dir / name).read_text() == "earlier\n" for name in earlier)
+
+
+def test_identify_process_under_each_launcher():
+    """The trainer reads the launcher table too, and hands torch.distributed the torchrun names."""
+    from trainer.distributed import identify_process
+
+    env = {"SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NTASKS": "4", "SLURM_JOB_NODELIST": "localhost",
+           "SLURM_JOB_ID": "77"}
+    ident = identify_process(env)
+    assert (ident.rank, ident.world_size, ident.local_rank, ident.launcher) == (3, 4, 1, "srun")
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["MASTER_ADDR"], env["MASTER_PORT"]) == (
+        "3", "4", "1", "localhost", "20077")
+    env = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+           "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "6000"}
+    assert identify_process(env).launcher == "mpi" and (env["RANK"], env["WORLD_SIZE"]) == ("2", "4")
+    with pytest.raises(ValueError, match="MASTER_ADDR is not"):
+        identify_process({"PMI_RANK": "0", "PMI_SIZE": "2"})
+    env = {}
+    assert identify_process(env).launcher == "single" and env["WORLD_SIZE"] == "1"

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import argparse
 
+from clicore.errors import CommandError
 from tracing.analysis.diverge import diverge_report
-from tracing.cli import CommandError, non_negative
-from tracing.commands.common import console, print_warnings
+from tracing.commands.common import console, non_negative, print_warnings
 from tracing.render.jsonout import dumps
 from tracing.tracedir import TraceInputError, load_traces
 
-EXIT_CODES = """exit codes:
-  0  the ranks made the same calls (or fewer than two ranks have events)
-  1  the ranks diverged (the report says where); also unreadable input, with an Error: line on stderr
-  2  usage error: bad flags"""
+EXIT_CODES = {
+    0: "the ranks made the same calls (or fewer than two ranks have events)",
+    1: "the ranks diverged (the report says where); also unreadable input, with an Error: line on stderr",
+    2: "usage error: bad flags",
+}
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_traces(args.path)
     except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint) from None
+        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
     report = diverge_report(args.path, loaded.traces, thread=args.thread, limit=args.max, warnings=loaded.warnings)
     print_warnings(report.warnings)
     code = 0 if report.identical else 1

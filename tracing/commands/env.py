@@ -16,12 +16,14 @@ import argparse
 import os
 import shlex
 
-from tracing.cli import CommandError
+from clicore.errors import CommandError
 from tracing.config import ENV_VAR, TraceConfig
 from tracing.options import add_trace_options, config_from_args
 from tracing.tracer import check_config
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sitedir")
+
+EXIT_CODES = {0: "the exports were printed", 2: "usage error: bad flags or settings, --out not a folder"}
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from tracing.chrome import write_chrome_trace
-from tracing.cli import CommandError
+from clicore.errors import CommandError
 from tracing.commands.common import print_warnings
 from tracing.tracedir import TraceInputError, load_traces
 
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_traces(args.path)
     except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint) from None
+        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
     traces = loaded.traces
     if args.ranks:
         from topology import parse_ranks
@@ -46,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
             with open(args.output, "w", encoding="utf-8") as out:
                 count = write_chrome_trace(traces, out)
         except OSError as e:
-            raise CommandError(f"{args.output}: {e.strerror or e}") from None
+            raise CommandError(f"{args.output}: {e.strerror or e}", exit_code=1) from None
         print(f"wrote {count} trace events of {len(traces)} rank(s) to {args.output}")
     return 0

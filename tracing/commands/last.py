@@ -14,9 +14,9 @@ import argparse
 import sys
 import time
 
+from clicore.errors import CommandError
 from tracing.analysis.last import last_report
-from tracing.cli import CommandError, non_negative
-from tracing.commands.common import console, print_warnings
+from tracing.commands.common import console, non_negative, print_warnings
 from tracing.liveness import process_status
 from tracing.render.jsonout import dumps
 from tracing.tracedir import TraceInputError, load_traces
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         # The newest thousand events suffice: open frames come from the ring's stack slots, not from events.
         loaded = load_traces(args.path, tail=max(1024, 64 * args.events))
     except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint) from None
+        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
     statuses = {
         t.identity.rank: process_status(t.identity.host, t.identity.pid, t.identity.argv[0] if t.identity.argv else None)
         for t in loaded.traces

@@ -20,12 +20,17 @@ import runpy
 import sys
 import traceback
 
-from tracing.cli import CommandError
+from clicore.errors import CommandError
 from tracing.identity import current_identity
 from tracing.options import VALUE_FLAGS, add_trace_options, config_from_args
 from tracing.records import EXITED
 from tracing.tee import tee_std_streams
 from tracing.tracer import Tracer
+
+EXIT_CODES = {
+    0: "the traced program's own exit code is returned (0 when it succeeded)",
+    2: "usage error: bad flags or settings, no program, a script that does not exist",
+}
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         tracer.start()
     except (OSError, RuntimeError) as e:
-        raise CommandError(f"cannot start tracing: {e}") from None
+        raise CommandError(f"cannot start tracing: {e}", exit_code=1) from None
     code = 0
     try:
         if module is None:

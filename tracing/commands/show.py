@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from tracing.cli import CommandError, non_negative
-from tracing.commands.common import print_warnings
+from clicore.errors import CommandError
+from tracing.commands.common import non_negative, print_warnings
 from tracing.render.text import clock, event_line
 from tracing.tracedir import TraceInputError, read_trace_file
 
@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         trace = read_trace_file(args.file, tail=args.tail)
     except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint) from None
+        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
     print_warnings(trace.warnings)
     ident = trace.identity
     print(f"# {ident.label}, {trace.source} file, {trace.state_word}"

@@ -21,12 +21,6 @@ from rich.console import Console
 from weightdiff.analysis.compare import Tolerance
 from weightdiff.read.files import why
 
-EXIT_CODES = """exit codes:
-  0  compared everything asked for; no differences (check: no findings)
-  1  differences found (check: findings)
-  2  bad usage or bad input (a missing folder, an unreadable or foreign file, ranks on one side only,
-     mismatched shapes), and no differences among what could be compared
-  3  both: differences found, and some input could not be compared"""
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_JOBS = 256
 
