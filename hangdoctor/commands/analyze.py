@@ -14,10 +14,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT,
+                            CommandError)
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.commands.common import add_output_flags, add_rules_flag, add_topology_flags, show, topology_flags, wait_table
-from clicore.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT,
-                               CommandError)
 from hangdoctor.formats.load import InputError, load_paths
 
 EXIT_CODES = {
@@ -43,11 +43,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         collection = load_paths(args.paths, flags, table)
     except InputError as exc:
-        raise CommandError(str(exc), hint="pass an attach output folder, node .json files or py-spy dumps", exit_code=EXIT_NOT_FOUND) from None
+        raise CommandError(str(exc), hint="pass an attach output folder, node .json files or py-spy dumps",
+                           exit_code=EXIT_NOT_FOUND) from None
     if not collection.records and not collection.flight_recorder:
         aside = collection.set_aside
         what = (f"only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
                 f"({', '.join(sorted({a.why for a in aside}))})" if aside else "no process of the job")
         raise CommandError(f"no rank in the input: it holds {what}",
-                           hint="check the job was running when the dumps were taken, and that its ranks were dumped", exit_code=EXIT_NOT_FOUND)
+                           hint="check the job was running when the dumps were taken, and that its ranks were dumped",
+                           exit_code=EXIT_NOT_FOUND)
     return show(diagnose(collection, all_threads=args.all_threads, table=table), args, out, err)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+                            INTERRUPTED_TEXT, CommandError)
 from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order,
                                         positive_float, show, topology_flags, wait_table, write_text)
-from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
-                               INTERRUPTED_TEXT, CommandError)
 from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
@@ -112,14 +112,17 @@ def check_args(args: argparse.Namespace) -> None:
     needed = (args.samples - 1) * args.interval
     if needed >= args.timeout:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} needs {needed:g}s, more than "
-                           f"--timeout {args.timeout:g}", hint=f"raise --timeout above {needed + 10:g}", exit_code=EXIT_USAGE)
+                           f"--timeout {args.timeout:g}", hint=f"raise --timeout above {needed + 10:g}",
+                           exit_code=EXIT_USAGE)
     if args.jobid and not re.match(r"^\d+(_\d+)?$", args.jobid):
         raise CommandError(f"{args.jobid!r} is not a SLURM job id", hint="a job id is a number such as 2180718 (see "
                            "squeue -u $USER)", exit_code=EXIT_USAGE)
     if args.run_id and not args.local:
-        raise CommandError("--run-id goes with --local", hint="hangdoctor attach --local --run-id ID", exit_code=EXIT_USAGE)
+        raise CommandError("--run-id goes with --local", hint="hangdoctor attach --local --run-id ID",
+                           exit_code=EXIT_USAGE)
     if args.match and not (args.local or args.hostfile):
-        raise CommandError("--match goes with --local or --hostfile", hint="e.g. --local --match MASTER_PORT=29500", exit_code=EXIT_USAGE)
+        raise CommandError("--match goes with --local or --hostfile",
+                           hint="e.g. --local --match MASTER_PORT=29500", exit_code=EXIT_USAGE)
 
 
 def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> Gathered:
@@ -175,7 +178,8 @@ def make_out(out: Path) -> list[Path]:
     try:
         (out / "nodes").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CommandError(f"cannot create {out}/nodes: {exc.strerror or exc}", hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
+        raise CommandError(f"cannot create {out}/nodes: {exc.strerror or exc}",
+                           hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
     return created
 
 
@@ -226,7 +230,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     flags = topology_flags(args)
     missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == "pyspy-missing"]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):
-        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}", hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
+        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}",
+                           hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,
                                       warnings=gathered.warnings, failed_nodes=gathered.failed, table=table)

@@ -87,7 +87,8 @@ def wait_table(args: argparse.Namespace):
     try:
         return WaitTable(active_rules(args.wait_rules))
     except ValueError as exc:
-        raise CommandError(str(exc), hint="see docs/wait-rules.md for the fields of a row", exit_code=EXIT_USAGE) from None
+        raise CommandError(str(exc), hint="see docs/wait-rules.md for the fields of a row",
+                           exit_code=EXIT_USAGE) from None
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -139,4 +140,5 @@ def write_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     except OSError as exc:
-        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", hint="choose another path", exit_code=EXIT_USAGE) from None
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", hint="choose another path",
+                           exit_code=EXIT_USAGE) from None

@@ -33,10 +33,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+                            CommandError)
 from hangdoctor.commands.common import positive_float
 from hangdoctor.commands.common import positive_int
-from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
-                               CommandError)
 from hangdoctor.experiments.hang import AttachOptions
 from hangdoctor.experiments.launch import LaunchError
 from hangdoctor.experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
@@ -121,7 +121,8 @@ def sbatch_options(args: argparse.Namespace) -> dict[str, str]:
     for item in args.sbatch_option:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise CommandError(f"--sbatch-option {item!r}: expected KEY=VALUE", hint="e.g. --sbatch-option partition=gpu", exit_code=EXIT_USAGE)
+            raise CommandError(f"--sbatch-option {item!r}: expected KEY=VALUE",
+                               hint="e.g. --sbatch-option partition=gpu", exit_code=EXIT_USAGE)
         options[key.lstrip("-")] = value
     if args.exclude is not None:
         options["exclude"] = compress_nodelist(node_list(args.exclude, "--exclude"))
@@ -168,7 +169,9 @@ def check_runs(runs: list[RunSpec], launcher, out: Path) -> list[str]:
     try:
         return [launcher.describe(spec, run_dir_of(out, spec).resolve()) for spec in runs]
     except ValueError as exc:
-        raise CommandError(str(exc), hint="fix the configuration's --gpus, or --gpus-per-node, or --nodelist", exit_code=EXIT_USAGE) from None
+        raise CommandError(str(exc),
+                           hint="fix the configuration's --gpus, or --gpus-per-node, or --nodelist",
+                           exit_code=EXIT_USAGE) from None
 
 
 def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
@@ -180,7 +183,8 @@ def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
         except ValueError:
             before = None
         if not resume:
-            raise CommandError(f"{out} already holds an experiment", hint="pass --resume to continue it, or another --out", exit_code=EXIT_USAGE)
+            raise CommandError(f"{out} already holds an experiment",
+                               hint="pass --resume to continue it, or another --out", exit_code=EXIT_USAGE)
         if before != wanted:
             raise CommandError(f"--resume: the matrix differs from the one in {recorded}",
                                hint="run the same command again, or choose another --out", exit_code=EXIT_USAGE)
@@ -188,7 +192,8 @@ def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
         out.mkdir(parents=True, exist_ok=True)
         recorded.write_text(json.dumps(wanted, indent=1) + "\n")
     except OSError as exc:
-        raise CommandError(f"cannot write to {out}: {exc.strerror or exc}", hint="choose another --out", exit_code=EXIT_USAGE) from None
+        raise CommandError(f"cannot write to {out}: {exc.strerror or exc}", hint="choose another --out",
+                           exit_code=EXIT_USAGE) from None
 
 
 def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | None, out: Console,
@@ -225,7 +230,8 @@ def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
                                hint="choose another --out for the tables of these logs", exit_code=EXIT_USAGE)
         taken = [name for name in output_names(args.plot) if (args.out / name).exists()]
         if taken:
-            raise CommandError(f"{args.out} already has {', '.join(taken)}", hint="choose another --out", exit_code=EXIT_USAGE)
+            raise CommandError(f"{args.out} already has {', '.join(taken)}", hint="choose another --out",
+                               exit_code=EXIT_USAGE)
     stems = [path.stem for path in args.logs]  # "train" for every run folder's train.log: name them by folder
     names = [path.parent.name if stems.count(path.stem) > 1 else path.stem for path in args.logs]
     results = []
@@ -314,7 +320,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(text, markup=False, highlight=False, soft_wrap=True)
         return EXIT_OK
     if args.launcher == "sbatch" and shutil.which("sbatch") is None:
-        raise CommandError("sbatch not found on PATH", hint="run this on a SLURM login node, or use --launcher torchrun", exit_code=EXIT_ENVIRONMENT)
+        raise CommandError("sbatch not found on PATH",
+                           hint="run this on a SLURM login node, or use --launcher torchrun",
+                           exit_code=EXIT_ENVIRONMENT)
     try:
         limits = Limits(hang_timeout=args.hang_timeout, startup_timeout=args.startup_timeout,
                         queue_timeout=args.queue_timeout, run_timeout=args.run_timeout,

@@ -15,8 +15,9 @@ import json
 
 from rich.console import Console
 
-from hangdoctor.commands.common import positive_float, positive_int, rank_count
 from clicore.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT, CommandError
+from clicore.jsondoc import document
+from hangdoctor.commands.common import positive_float, positive_int, rank_count
 from throughput.model_size import ModelShape
 from throughput.planner import PlanRequest, plan_topologies
 from throughput.render import plan_to_dict, render_plan
@@ -80,7 +81,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise CommandError(str(exc), hint="see `hangdoctor plan --help`", exit_code=EXIT_USAGE) from None
     plan = plan_topologies(request)
     if args.json:
-        out.file.write(json.dumps(plan_to_dict(plan), indent=1) + "\n")  # raw: never wrapped or coloured
+        # raw: never wrapped or coloured
+        out.file.write(json.dumps(document("hangdoctor-plan/1", plan_to_dict(plan)), indent=1) + "\n")
     else:
         render_plan(plan, out, limit=args.top)
     usable = [row for row in plan.rows if row.fits is not False]

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hangdoctor.commands.common import add_topology_flags, check_order, positive_float
 from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
-                               INTERRUPTED_TEXT, CommandError)
+                            INTERRUPTED_TEXT, CommandError)
+from hangdoctor.commands.common import add_topology_flags, check_order, positive_float
 
 EXIT_CODES = {
     EXIT_OK: "the job ended and no stall was reported (for --local and --pid, whose exit status cannot be seen "
@@ -78,9 +78,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> list[str] | None:
     check_order(args)
     if args.jobid and not re.match(r"^\d+(_\d+)?$", args.jobid):
-        raise CommandError(f"{args.jobid!r} is not a SLURM job id", hint="a job id is a number such as 2180718", exit_code=EXIT_USAGE)
+        raise CommandError(f"{args.jobid!r} is not a SLURM job id",
+                           hint="a job id is a number such as 2180718", exit_code=EXIT_USAGE)
     if args.run_id and not args.local:
-        raise CommandError("--run-id goes with --local", hint="hangdoctor watch --local --run-id ID", exit_code=EXIT_USAGE)
+        raise CommandError("--run-id goes with --local", hint="hangdoctor watch --local --run-id ID",
+                           exit_code=EXIT_USAGE)
     if args.samples < 1 or (args.samples - 1) * args.interval >= args.timeout:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} does not fit in --timeout "
                            f"{args.timeout:g}", hint="e.g. --samples 3 --interval 2 --timeout 90", exit_code=EXIT_USAGE)
@@ -96,9 +98,11 @@ def _check(args: argparse.Namespace) -> list[str] | None:
     try:
         argv = shlex.split(args.on_hang)
     except ValueError as exc:
-        raise CommandError(f"--on-hang {args.on_hang!r}: {exc}", hint="quote it as for a shell", exit_code=EXIT_USAGE) from None
+        raise CommandError(f"--on-hang {args.on_hang!r}: {exc}", hint="quote it as for a shell",
+                           exit_code=EXIT_USAGE) from None
     if not argv:
-        raise CommandError("--on-hang is empty", hint="e.g. --on-hang 'mail -s hang me@example.org'", exit_code=EXIT_USAGE)
+        raise CommandError("--on-hang is empty", hint="e.g. --on-hang 'mail -s hang me@example.org'",
+                           exit_code=EXIT_USAGE)
     return argv
 
 
@@ -120,11 +124,13 @@ def _slurm_target(args: argparse.Namespace):
     except JobNotFound as exc:
         raise CommandError(exc.message, hint=exc.hint, exit_code=EXIT_NOT_FOUND) from None
     except SlurmError as exc:
-        raise CommandError(exc.message, hint=exc.hint or "check that scontrol works from here", exit_code=EXIT_ENVIRONMENT) from None
+        raise CommandError(exc.message, hint=exc.hint or "check that scontrol works from here",
+                           exit_code=EXIT_ENVIRONMENT) from None
     state = SlurmJobState(job.job_id)
     if state().phase == DONE:
         raise CommandError(f"job {job.job_id} has ended ({job.state}): nothing to watch",
-                           hint="look at its output file, or `hangdoctor analyze` a report taken before", exit_code=EXIT_NOT_FOUND)
+                           hint="look at its output file, or `hangdoctor analyze` a report taken before",
+                           exit_code=EXIT_NOT_FOUND)
     log = args.log or (Path(job.stdout_path) if job.stdout_path and job.stdout_path != "(null)" else None)
     return ["--jobid", job.job_id], state, log, job.state == "RUNNING"
 
@@ -141,7 +147,8 @@ def _local_target(args: argparse.Namespace):
         pids = args.pid
         missing = [p for p in pids if procs.read_stat(p) is None]
         if missing:
-            raise CommandError(f"no process {', '.join(map(str, missing))}", hint="check the PIDs with ps", exit_code=EXIT_NOT_FOUND)
+            raise CommandError(f"no process {', '.join(map(str, missing))}", hint="check the PIDs with ps",
+                               exit_code=EXIT_NOT_FOUND)
         target = ["--pid", *map(str, pids)]
     log = args.log or next((f for f in map(_stdout_file, sorted(pids)) if f is not None), None)
     return target, ProcessesState(pids), log, True
@@ -153,9 +160,11 @@ def _progress(args: argparse.Namespace, log: Path | None, running: bool) -> list
     sources = []
     if log is not None:
         if running and not log.exists():
-            raise CommandError(f"log {log}: no such file", hint="pass the run's log with --log FILE", exit_code=EXIT_NOT_FOUND)
+            raise CommandError(f"log {log}: no such file", hint="pass the run's log with --log FILE",
+                               exit_code=EXIT_NOT_FOUND)
         if log.exists() and not log.is_file():
-            raise CommandError(f"log {log}: not a regular file", hint="pass the run's log with --log FILE", exit_code=EXIT_USAGE)
+            raise CommandError(f"log {log}: not a regular file", hint="pass the run's log with --log FILE",
+                               exit_code=EXIT_USAGE)
         pattern = compile_iteration_regex(args.iteration_regex) if args.iteration_regex else None
         sources.append(LogProgress(log, pattern))
     if args.heartbeat is not None:
@@ -194,7 +203,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         with open(folder / "watch.jsonl", "a"):
             pass
     except OSError as exc:
-        raise CommandError(f"cannot write to {folder}: {exc.strerror or exc}", hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
+        raise CommandError(f"cannot write to {folder}: {exc.strerror or exc}",
+                           hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
     plan = WatchPlan(target=target, job_state=state, progress=sources,
                      clock=StallClock(startup=args.startup, stall=args.stall, floor=args.min_stall), out=folder,
                      attach_args=_attach_args(args), attach_timeout=args.timeout, on_hang=on_hang, poll=args.poll)

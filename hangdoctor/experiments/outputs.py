@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from clicore.jsondoc import document
 from hangdoctor.experiments.plots import METRICS, plot_metric, plots_available
 from hangdoctor.experiments.results import RESULT_NAME, RunResult
 from hangdoctor.experiments.tables import csv_rows, render_markdown
@@ -33,7 +34,7 @@ def load_results(out: Path) -> list[RunResult]:
 
 
 def results_json(results: Sequence[RunResult]) -> str:
-    return json.dumps({"format": "hangdoctor-experiment/1", "runs": [r.to_dict() for r in results]}, indent=1) + "\n"
+    return json.dumps(document("hangdoctor-experiment/1", {"runs": [r.to_dict() for r in results]}), indent=1) + "\n"
 
 
 def output_names(metrics: Sequence[str] = ("tokens", "tflops")) -> list[str]:

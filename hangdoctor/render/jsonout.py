@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from clicore.jsondoc import document
 from hangdoctor.analysis.tree import TreeNode
 from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.analysis.waits import Wait
@@ -46,8 +47,7 @@ def tree_nodes(root: TreeNode) -> list[dict]:
 def verdict_to_dict(verdict: Verdict) -> dict:
     dims = verdict.dims
     class_of = {rank: cls.id for cls in verdict.classes for rank in cls.ranks}
-    return {
-        "format": FORMAT,
+    return document(FORMAT, {
         "headline": verdict.headline,
         "hung": verdict.hung,
         "source": verdict.source,
@@ -107,4 +107,4 @@ def verdict_to_dict(verdict: Verdict) -> dict:
             for v in sorted(verdict.views.values(), key=lambda v: v.rank)
         ],
         "tree": tree_nodes(verdict.tree),
-    }
+    })

@@ -10,9 +10,9 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
+from clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.collector import node, procs
 from hangdoctor.sources.pyspy import pyspy_version
-from clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.sources import CollectOptions, Gathered, Selection
 
 RUN_KEY = "TORCHELASTIC_RUN_ID"
@@ -35,11 +35,13 @@ def pick_torchrun_job(run_id: str | None) -> tuple[str, list[int]]:
         if run_id not in jobs:
             known = ", ".join(jobs) or "none"
             raise CommandError(f"no torchrun job with run id {run_id} on this machine (running: {known})",
-                               hint="list them with `hangdoctor attach --local` and no --run-id", exit_code=EXIT_NOT_FOUND)
+                               hint="list them with `hangdoctor attach --local` and no --run-id",
+                               exit_code=EXIT_NOT_FOUND)
         return run_id, jobs[run_id]
     if not jobs:
         raise CommandError("no torchrun job on this machine: no process has TORCHELASTIC_RUN_ID and RANK in its "
-                           "environment", hint="for other launchers use --pid PID... or --match KEY=VALUE", exit_code=EXIT_NOT_FOUND)
+                           "environment", hint="for other launchers use --pid PID... or --match KEY=VALUE",
+                           exit_code=EXIT_NOT_FOUND)
     if len(jobs) > 1:
         listing = "; ".join(f"{rid} ({len(pids)} ranks, pids {','.join(map(str, sorted(pids)[:4]))}"
                             f"{',…' if len(pids) > 4 else ''})" for rid, pids in jobs.items())
@@ -67,7 +69,8 @@ def collect_torchrun(options: CollectOptions, run_id: str | None, progress=None)
 def collect_pids(options: CollectOptions, pids: list[int], progress=None) -> Gathered:
     missing = [pid for pid in pids if procs.read_stat(pid) is None]
     if len(missing) == len(pids):
-        raise CommandError(f"no such process: {', '.join(map(str, missing))}", hint="check the PIDs with ps", exit_code=EXIT_NOT_FOUND)
+        raise CommandError(f"no such process: {', '.join(map(str, missing))}",
+                           hint="check the PIDs with ps", exit_code=EXIT_NOT_FOUND)
     gathered = collect_here(options, pids=pids, source=f"{len(pids)} PIDs", progress=progress)
     return gathered
 

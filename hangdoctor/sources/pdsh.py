@@ -32,18 +32,21 @@ def read_hostfile(path: Path) -> list[str]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise CommandError(f"cannot read hostfile {path}: {exc.strerror or exc}", hint="check the path", exit_code=EXIT_USAGE) from None
+        raise CommandError(f"cannot read hostfile {path}: {exc.strerror or exc}", hint="check the path",
+                           exit_code=EXIT_USAGE) from None
     hosts = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             host = line.split()[0]
             if not _SAFE.match(host):
-                raise CommandError(f"hostfile {path}: bad host name {host!r}", hint="one `host slots=N` per line", exit_code=EXIT_USAGE)
+                raise CommandError(f"hostfile {path}: bad host name {host!r}",
+                                   hint="one `host slots=N` per line", exit_code=EXIT_USAGE)
             if host not in hosts:
                 hosts.append(host)
     if not hosts:
-        raise CommandError(f"hostfile {path} names no host", hint="one `host slots=N` per line", exit_code=EXIT_NOT_FOUND)
+        raise CommandError(f"hostfile {path} names no host", hint="one `host slots=N` per line",
+                           exit_code=EXIT_NOT_FOUND)
     return hosts
 
 
@@ -83,5 +86,6 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
     if not docs and failed:
         first = failed[0].error
         raise CommandError(f"pdsh reached no host ({len(hosts)} tried): {first}",
-                           hint="check that `pdsh -R RCMD -w HOST true` works from here (no sshd? try --rcmd exec)", exit_code=EXIT_ENVIRONMENT)
+                           hint="check that `pdsh -R RCMD -w HOST true` works from here (no sshd? try --rcmd exec)",
+                           exit_code=EXIT_ENVIRONMENT)
     return Gathered(source=f"hostfile {hostfile} ({len(hosts)} hosts, pdsh -R {rcmd})", docs=docs, failed=failed)

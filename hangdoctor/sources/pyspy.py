@@ -23,7 +23,8 @@ def find_pyspy(explicit: str | None = None) -> str:
     for candidate in (shutil.which("py-spy"), str(Path(sys.executable).parent / "py-spy")):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return os.path.abspath(candidate)
-    raise CommandError("py-spy not found on PATH nor next to this Python", hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
+    raise CommandError("py-spy not found on PATH nor next to this Python", hint=MISSING_HINT,
+                       exit_code=EXIT_ENVIRONMENT)
 
 
 def pyspy_version(path: str) -> str:

@@ -41,16 +41,20 @@ def collect_slurm_job(options: CollectOptions, job_id: str, *, python: str | Non
     except (JobNotFound, JobNotRunning) as exc:
         raise CommandError(exc.message, hint=exc.hint, exit_code=EXIT_NOT_FOUND) from None
     except SlurmError as exc:
-        raise CommandError(exc.message, hint=exc.hint or "check that squeue and scontrol work from here", exit_code=EXIT_ENVIRONMENT) from None
+        raise CommandError(exc.message, hint=exc.hint or "check that squeue and scontrol work from here",
+                           exit_code=EXIT_ENVIRONMENT) from None
     nodes = job.nodes
     if not nodes:
-        raise CommandError(f"job {job.job_id} has no nodes", hint="check it with `scontrol show job`", exit_code=EXIT_NOT_FOUND)
+        raise CommandError(f"job {job.job_id} has no nodes", hint="check it with `scontrol show job`",
+                           exit_code=EXIT_NOT_FOUND)
     command = collector_argv(options, python=python, match={"SLURM_JOB_ID": job.job_id},
                              time_limit=collector_time_limit(options.timeout))
     try:
         run = run_step_on_each_node(job.job_id, nodes, command, timeout=options.timeout, python=python)
     except SlurmError as exc:
-        raise CommandError(exc.message, hint=exc.hint or "check that `srun --jobid ... --overlap` works from here", exit_code=EXIT_ENVIRONMENT) from None
+        raise CommandError(exc.message,
+                           hint=exc.hint or "check that `srun --jobid ... --overlap` works from here",
+                           exit_code=EXIT_ENVIRONMENT) from None
     docs, failed, warnings = [], [], []
     for node, result in run.results.items():
         doc, problem = node_document(result)
@@ -62,9 +66,9 @@ def collect_slurm_job(options: CollectOptions, job_id: str, *, python: str | Non
             warnings.append(f"node {node}: collector {result.status} (exit {result.returncode})")
     if not docs:
         reason = failed[0].error if failed else "no output"
-        raise CommandError(f"no node of job {job.job_id} answered the srun step ({reason})",
-                           hint="check `srun --jobid ID --overlap --gres=gpu:0 hostname` from here; srun said: "
-                           + (run.srun_stderr.strip().splitlines() or ["nothing"])[-1][:200], exit_code=EXIT_ENVIRONMENT)
+        said = (run.srun_stderr.strip().splitlines() or ["nothing"])[-1][:200]
+        raise CommandError(f"no node of job {job.job_id} answered the srun step ({reason})", exit_code=EXIT_ENVIRONMENT,
+                           hint=f"check `srun --jobid ID --overlap --gres=gpu:0 hostname` from here; srun said: {said}")
     source = f"SLURM job {job.job_id} {job.name!r} ({len(nodes)} node{'s' if len(nodes) != 1 else ''})"
     return Gathered(source=source, docs=docs, failed=failed, warnings=warnings)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hangdoctor.cli import main
 from clicore.errors import EXIT_USAGE
+from hangdoctor.cli import main
 LOG = Path(__file__).parent / "data" / "pp2-sbatch" / "train.log"
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_USAGE
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.cli import main
-from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_USAGE
 from hangdoctor.formats.load import load_paths
 from hangdoctor.identity import TopologyFlags
 from hangdoctor.model import Collection, Frame, RankIdentity, RankRecord, Sample, ThreadStack
@@ -48,6 +48,7 @@ def test_analyze_json_is_the_same_data_as_the_report():
     code, out, _ = run("analyze", "--json", str(DATA / "gloo8_mixed.node.json"))
     assert code == EXIT_PARTIAL, "rank 2 did not respond"
     data = json.loads(out)
+    assert data["format"] == "hangdoctor-verdict/1" and data["version"]
     verdict = diagnose(load_paths([DATA / "gloo8_mixed.node.json"], TopologyFlags()))
     assert data == json.loads(json.dumps(verdict_to_dict(verdict)))
     assert data["headline"] == verdict.headline and data["hung"] is True

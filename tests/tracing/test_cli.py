@@ -89,11 +89,14 @@ def test_last_json_and_diverge_json(tmp_path, capsys):
     traced_ranks(tmp_path)
     assert main(["last", str(tmp_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    assert list(report)[:2] == ["format", "version"] and report["format"] == "tracing-last/1"
     assert [r["condition"] for r in report["ranks"]] == ["stopped", "stopped"]
     assert report["groups"][0]["ranks_text"] == "0-1"
     assert report["groups"][0]["last_events"][-1]["function"]["name"] == "tests.tracing.sample_work:train"
     assert main(["diverge", str(tmp_path), "--json"]) == 1  # the ranks diverged
-    first = json.loads(capsys.readouterr().out)["divergences"][0]
+    diverged = json.loads(capsys.readouterr().out)
+    assert diverged["format"] == "tracing-diverge/1"
+    first = diverged["divergences"][0]
     branches = {b["ranks_text"]: (b["events"][0]["kind"], b["events"][0]["function"]["qualname"])
                 for b in first["branches"]}
     assert branches == {"0": ("ret", "step"), "1": ("call", "odd_one_out")}

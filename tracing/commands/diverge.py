@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     print_warnings(report.warnings)
     code = 0 if report.identical else 1
     if args.json:
-        print(dumps(report))
+        print(dumps("tracing-diverge/1", report))
         return code
     view = console()  # first: it says so when rich is missing
     from tracing.render.diverge import render_diverge

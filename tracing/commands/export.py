@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracing.chrome import write_chrome_trace
 from clicore.errors import CommandError
+from tracing.chrome import write_chrome_trace
 from tracing.commands.common import print_warnings
 from tracing.tracedir import TraceInputError, load_traces
 

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
                          warnings=loaded.warnings)
     print_warnings(report.warnings)
     if args.json:
-        print(dumps(report))
+        print(dumps("tracing-last/1", report))
         return 0
     view = console()  # first: it says so when rich is missing
     from tracing.render.last import render_last

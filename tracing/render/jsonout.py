@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields, is_dataclass
 
+from clicore.jsondoc import document
 from tracing.records import CodeLocation, Event, OpenFrame
 
 
@@ -27,5 +28,6 @@ def jsonable(obj):
     return obj
 
 
-def dumps(obj) -> str:
-    return json.dumps(jsonable(obj), indent=2)
+def dumps(kind: str, report) -> str:
+    """The report as a JSON document of format `kind` (clicore.jsondoc: "format" and "version" first)."""
+    return json.dumps(document(kind, jsonable(report)), indent=2)
