@@ -19,21 +19,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from weightdiff.errors import BadInput
-from weightdiff.read.dtypes import as_array, bits, decode, is_float16ish
+from weightdiff.read.dtypes import NARROWER, as_array, bits, decode, round_to, same_values
 from weightdiff.read.values import Values, iter_pieces, row_blocks
+
+CHUNK = 1 << 18  # elements compared per pass: a pass's temporaries stay in the CPU's cache
+SIXTEEN_BIT = ("bfloat16", "float16")
 
 
 @dataclass(frozen=True)
 class Tolerance:
     atol: float = 0.0
     rtol: float = 0.0
+    rounded: bool = False  # different float types: round the wider to the narrower, then compare exactly
 
     @property
     def exact(self) -> bool:
         return self.atol == 0.0 and self.rtol == 0.0
 
     def describe(self) -> str:
-        return "exact (bitwise)" if self.exact else f"atol={self.atol:g}, rtol={self.rtol:g}"
+        base = "exact (bitwise)" if self.exact else f"atol={self.atol:g}, rtol={self.rtol:g}"
+        return base + (", the wider float type rounded to the narrower" if self.rounded else "")
 
 
 @dataclass
@@ -66,11 +71,20 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _differs(a: np.ndarray, da: str, b: np.ndarray, db: str, tol: Tolerance) -> np.ndarray:
     if tol.exact and da == db:
-        return bits(a) != bits(b)
+        return ~same_values(a, b, da) if tol.rounded else bits(a) != bits(b)
     af, bf = decode(a, da), decode(b, db)
     if tol.exact:
         return ~((af == bf) | (np.isnan(af) & np.isnan(bf)))
     return ~np.isclose(af, bf, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+
+
+def _round_wider(a: np.ndarray, da: str, b: np.ndarray, db: str) -> tuple[np.ndarray, str, np.ndarray, str]:
+    """Both sides in the narrower of two float types (the wider rounded as torch's .to() rounds)."""
+    if da == db or da not in NARROWER or db not in NARROWER:
+        return a, da, b, db
+    if NARROWER[da] > NARROWER[db] or (NARROWER[da] == NARROWER[db] and da == "float16"):
+        return round_to(a, da, db), db, b, db
+    return a, da, round_to(b, db, da), da
 
 
 def _constant(t: np.ndarray, dtype: str, previous: float | None, first: bool) -> float | None:
@@ -86,23 +100,34 @@ def _constant(t: np.ndarray, dtype: str, previous: float | None, first: bool) ->
     return None
 
 
+def _wide(a: np.ndarray, name: str) -> np.ndarray:
+    """Values to subtract: 16-bit floats as float32 (their difference is exact there unless the exponents are
+    far apart), anything else as float64 (`decode`)."""
+    if name == "bfloat16":
+        return np.left_shift(a, 16, dtype=np.uint32).view(np.float32)
+    if name == "float16":
+        return a.astype(np.float32)
+    return decode(a, name)
+
+
 def _gaps(a: np.ndarray, da: str, b: np.ndarray, db: str, mask: np.ndarray, n: int, first: int | None,
           exact: bool) -> tuple[np.ndarray, np.ndarray | None, float, int]:
     """(|a - b| at the differing elements, their flat positions or None for all, largest gap, its index).
     NaN against a number counts as inf.
 
-    Few differences: gather them (one difference: its position is already known). Many: subtract whole
-    blocks in a wide enough float type (a difference of two 16-bit floats is exact in float32); elements that
-    do not differ get 0."""
+    Few differences: gather them (one difference: its position is already known). Many: subtract the whole
+    chunk (`_wide`); elements that do not differ get 0."""
     if n * 16 < mask.size:
         positions = np.array([first]) if n == 1 and first is not None else np.flatnonzero(mask)
         gaps = np.nan_to_num(np.abs(decode(a[positions], da) - decode(b[positions], db)), nan=math.inf)
     else:
         positions = None
-        af, bf = decode(a, da), decode(b, db)
-        if is_float16ish(da) and is_float16ish(db):
-            af, bf = af.astype(np.float32), bf.astype(np.float32)
-        gaps = np.abs(af - bf)
+        if da in SIXTEEN_BIT and db in SIXTEEN_BIT:
+            gaps = _wide(a, da)  # a new array: subtracted in place
+        else:
+            gaps = decode(a, da)  # always a new array (astype copies)
+        np.subtract(gaps, _wide(b, db) if gaps.dtype == np.float32 else decode(b, db), out=gaps)
+        np.abs(gaps, out=gaps)
         if not exact:
             gaps[~mask] = 0.0  # within the tolerance: not a difference
     where = int(np.argmax(gaps))
@@ -137,21 +162,36 @@ def compare_tensor(va: Values, vb: Values, name: str, shape: tuple[int, ...], to
         result.a_constant = _constant(a, da, result.a_constant, first)
         result.b_constant = _constant(b, db, result.b_constant, first)
         first = False
-        if tol.exact and da == db and np.array_equal(bits(a), bits(b)):
-            continue
-        mask = _differs(a, da, b, db, tol)
-        n = int(np.count_nonzero(mask))
-        if n == 0:
-            continue
-        first_here = None
-        if result.first_index is None or n == 1:
-            first_here = int(np.argmax(mask))
-            if result.first_index is None:
-                result.first_index = _unravel(offset + first_here, shape)
-        gaps, positions, top, peak = _gaps(a, da, b, db, mask, n, first_here, tol.exact and da == db)
-        result.n_differ += n
-        result.sum_abs += float(gaps.sum())
-        if top > result.max_abs or result.max_index is None:
-            result.max_abs = top
-            result.max_index = _unravel(offset + (int(positions[peak]) if positions is not None else peak), shape)
+        if tol.rounded:
+            a, da, b, db = _round_wider(a, da, b, db)
+        for start in range(0, a.size, CHUNK):
+            _compare_chunk(result, a[start:start + CHUNK], da, b[start:start + CHUNK], db, tol, offset + start, shape)
     return result
+
+
+def _sum(gaps: np.ndarray) -> float:
+    """The sum of a chunk's gaps: summed as rows of 1,024 first (vectorised; float32 is accurate enough for a
+    mean), then the rows' sums."""
+    if gaps.size % 1024 == 0 and gaps.size > 1024:
+        return float(gaps.reshape(-1, 1024).sum(axis=0, dtype=gaps.dtype).sum(dtype=np.float64))
+    return float(gaps.sum(dtype=np.float64))
+
+
+def _compare_chunk(result: ValueDiff, a: np.ndarray, da: str, b: np.ndarray, db: str, tol: Tolerance,
+                   offset: int, shape: tuple[int, ...]) -> None:
+    """Add one chunk's differences (flat elements offset.. of the tensor) to `result`."""
+    mask = _differs(a, da, b, db, tol)
+    n = int(np.count_nonzero(mask))
+    if n == 0:
+        return
+    first_here = None
+    if result.first_index is None or n == 1:
+        first_here = int(np.argmax(mask))
+        if result.first_index is None:
+            result.first_index = _unravel(offset + first_here, shape)
+    gaps, positions, top, peak = _gaps(a, da, b, db, mask, n, first_here, tol.exact and da == db)
+    result.n_differ += n
+    result.sum_abs += _sum(gaps)
+    if top > result.max_abs or result.max_index is None:
+        result.max_abs = top
+        result.max_index = _unravel(offset + (int(positions[peak]) if positions is not None else peak), shape)

@@ -104,3 +104,33 @@ def as_array(piece: Any, name: str | None) -> tuple[np.ndarray, str]:
     if isinstance(piece, np.ndarray):
         return piece, name or piece.dtype.name
     return from_torch(piece)
+
+
+NARROWER = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}  # floats a master copy can round to
+
+
+def round_to(a: np.ndarray, name: str, target: str) -> np.ndarray:
+    """The elements of `a` (stored as float type `name`) rounded to float type `target`, in target's storage
+    dtype, as torch's `.to(target)` rounds: to nearest, ties to even, too large to inf. NaN stays a NaN (its
+    payload may differ from torch's: compare NaNs as equal, `same_values`). This is what a bfloat16 or float16
+    module weight should equal: its fp32 master copy rounded."""
+    if name == target:
+        return a
+    if target == "bfloat16":
+        wide = a if name == "float32" else decode(a, name).astype(np.float32)
+        bits32 = wide.view(np.uint32)
+        rounded = ((bits32 + (np.uint32(0x7FFF) + ((bits32 >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16))
+        nan = np.isnan(wide)
+        if nan.any():
+            rounded = np.where(nan, (bits32 >> np.uint32(16)) & np.uint32(0x8000) | np.uint32(0x7FC0), rounded)
+        return rounded.astype(np.uint16)
+    with np.errstate(over="ignore"):  # too large for float16: inf, as torch rounds it
+        return decode(a, name).astype(storage_dtype(target))
+
+
+def same_values(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
+    """Element-wise equality of two arrays of the same float type `name`: equal bits, or both NaN."""
+    equal = bits(a) == bits(b)
+    if name in NARROWER and not equal.all():
+        equal |= np.isnan(decode(a, name)) & np.isnan(decode(b, name))
+    return equal
