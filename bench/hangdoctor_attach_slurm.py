@@ -40,8 +40,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from experiments.trainer_job import trainer_batch_job  # noqa: E402
 from slurm.process import run_command  # noqa: E402
-from slurm.sbatch import TrainerJob, render_sbatch, submit, wait_for_state  # noqa: E402
+from slurm.sbatch import render_sbatch, submit, wait_for_state  # noqa: E402
 from slurm.testcluster import local_cluster_for_tests  # noqa: E402
 from tests.hangdoctor.livejobs import FIXTURES  # noqa: E402
 from tests.support import PYTHON, child_env  # noqa: E402
@@ -133,10 +134,7 @@ def main() -> int:
         job_id = None
         try:
             env = installed_env(cluster.env(child_env()), tmp / "pycache")
-            job = TrainerJob(dims=ParallelDims.from_world(args.ranks, tp=2, pp=2), tasks_per_node=per_node,
-                             job_name="hung-gloo-bench", program=(PYTHON, "-u", str(FIXTURES / "hung_gloo.py")),
-                             output=str(tmp / "gloo-%j.out"), master_port=29671,
-                             trainer_args=["--ready-dir", str(ready), "--lifetime", "1800"])
+            job = trainer_batch_job(ParallelDims.from_world(args.ranks, tp=2, pp=2), per_node, ["--ready-dir", str(ready), "--lifetime", "1800"], job_name="hung-gloo-bench", program=(PYTHON, "-u", str(FIXTURES / "hung_gloo.py")), output=str(tmp / "gloo-%j.out"), master_port=29671)
             job_id = submit(render_sbatch(job), env=env, cwd=REPO)
             wait_for_state(job_id, {"RUNNING"}, timeout=60, env=env)
             deadline = time.monotonic() + 600

@@ -69,16 +69,14 @@ def main() -> int:
             job.wait()
         if args.no_slurm:
             return 0
-        from slurm.sbatch import TrainerJob, render_sbatch, submit
+        from slurm.sbatch import BatchJob, render_sbatch, submit
         from slurm.testcluster import local_cluster_for_tests
-        from topology import ParallelDims
 
         cluster = local_cluster_for_tests(Path(tmp), nodes=2, cpus_per_node=4)
         try:
             slurm_env = cluster.env(env)
-            spec = TrainerJob(dims=ParallelDims(dp=2), tasks_per_node=1, job_name="watch-idle",
-                              program=(sys.executable, "-u", str(JOB)), output=f"/tmp/hd-watch-idle-{os.getpid()}.out",
-                              trainer_args=["--iters", "100000", "--step", "1"])
+            spec = BatchJob(program=(sys.executable, "-u", str(JOB), "--iters", "100000", "--step", "1"), tasks=2,
+                            tasks_per_node=1, job_name="watch-idle", output=f"/tmp/hd-watch-idle-{os.getpid()}.out")
             job_id = submit(render_sbatch(spec), env=slurm_env, cwd=REPO)
             for poll in args.polls:
                 share = measure([sys.executable, "-m", "hangdoctor", "watch", "--jobid", job_id, "--poll", f"{poll:g}",

@@ -7,7 +7,7 @@ templates, and a real local test cluster.
     slurm.stepwrap     the per-node task of that step (standard library only)
     slurm.nodelist     expand_nodelist("gpu[01-04,07]"), compress_nodelist([...])
     slurm.hostfile     `node slots=N` hostfiles, like the seed's makehostfile
-    slurm.sbatch       render_sbatch(TrainerJob(...)), submit(), wait_until_done()
+    slurm.sbatch       render_sbatch(BatchJob(program, tasks, tasks_per_node)), submit(), wait_until_done()
     slurm.testcluster  LocalCluster: munged + slurmctld + N slurmd on one machine; `python -m slurm.testcluster`
     slurm.errors       SlurmError (message + hint) and its kinds
 

@@ -1,15 +1,16 @@
-"""sbatch scripts for the reference trainer, rendered from a topology; submission and a bounded wait.
+"""sbatch scripts for a distributed program, one task per rank; submission and a bounded wait.
 
-    job = TrainerJob(dims=ParallelDims(tp=2, pp=2, dp=2), tasks_per_node=4,
-                     trainer_args=["--num-layers", "4", "--hidden-size", "64"], env={"CUDA_LAUNCH_BLOCKING": "1"})
-    script = render_sbatch(job)          # nodes = world / tasks_per_node; MASTER_ADDR from the node list
+    job = BatchJob(program=["python", "train.py", "--layers", "4"], tasks=8, tasks_per_node=4,
+                   env={"CUDA_LAUNCH_BLOCKING": "1"})
+    script = render_sbatch(job)          # nodes = tasks / tasks_per_node; MASTER_ADDR from the node list
     job_id = submit(script, env=cluster.env())
     final = wait_until_done(job_id, timeout=120, env=cluster.env())
 
-The script runs `srun python -m trainer --tensor-model-parallel-size TP --pipeline-model-parallel-size PP ...`,
-one task per GPU; the trainer reads SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS and MASTER_ADDR/MASTER_PORT.
-MASTER_ADDR is the address SLURM has for the first node of the allocation (its NodeAddr, which is its host
-name on a usual cluster and 127.0.0.1 on the local test cluster). Every value is shell-quoted.
+The script runs `srun PROGRAM...`, one task per GPU; the program reads SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS
+(topology.launcher) and MASTER_ADDR/MASTER_PORT. MASTER_ADDR is the address SLURM has for the first node of the
+allocation (its NodeAddr, which is its host name on a usual cluster and 127.0.0.1 on the local test cluster).
+Every value is shell-quoted. What the program is (e.g. the trainer with its topology flags) is the caller's:
+experiments/trainer_job.py builds the trainer's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pathlib import Path
 from slurm.errors import SlurmCommandFailed
 from slurm.jobs import Job, show_job
 from slurm.process import run_command
-from topology import ParallelDims
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OPTION = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -32,30 +32,30 @@ TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "
 
 
 @dataclass(frozen=True)
-class TrainerJob:
-    dims: ParallelDims
+class BatchJob:
+    program: tuple[str, ...] | list[str]  # what every task runs, e.g. ("python", "-m", "trainer", "--pp", "2")
+    tasks: int  # ranks in all
     tasks_per_node: int  # ranks per node: the GPUs of a node
-    trainer_args: tuple[str, ...] | list[str] = ()  # model/run flags after the topology flags
     env: dict[str, str] = field(default_factory=dict)  # toggles exported before srun, e.g. CUDA_LAUNCH_BLOCKING=1
-    job_name: str = "hangdoctor-trainer"
+    job_name: str = "hangdoctor-job"
     output: str = "%x-%j.out"  # sbatch's --output pattern
     gpus_per_node: int = 0  # >0 adds --gres=gpu:N
     time_limit: str | None = None  # e.g. "01:00:00"
     master_port: int = 6000
     kill_on_bad_exit: bool = True  # one dead rank ends the step (srun --kill-on-bad-exit)
-    program: tuple[str, ...] | list[str] = ("python", "-m", "trainer")  # tests swap in a small payload
     sbatch_options: dict[str, str] = field(default_factory=dict)  # e.g. {"partition": "gpu_p5", "account": "six"}
+    description: str = ""  # said in the script's first comment, e.g. "TP=2 PP=2 DP=2 (8 ranks, ...)"
 
     @property
     def nodes(self) -> int:
-        return self.dims.world_size // self.tasks_per_node
+        return self.tasks // self.tasks_per_node
 
     def check(self) -> None:
-        world = self.dims.world_size
-        if self.tasks_per_node < 1 or world % self.tasks_per_node:
-            raise ValueError(
-                f"{world} ranks ({self.dims.describe()}) do not fill nodes of {self.tasks_per_node} tasks evenly"
-            )
+        if not self.program:
+            raise ValueError("the job has no program to run")
+        if self.tasks < 1 or self.tasks_per_node < 1 or self.tasks % self.tasks_per_node:
+            what = f" ({self.description})" if self.description else ""
+            raise ValueError(f"{self.tasks} ranks{what} do not fill nodes of {self.tasks_per_node} tasks evenly")
         for name, value in self.env.items():
             if not _ENV_NAME.match(name):
                 raise ValueError(f"bad environment variable name {name!r}: use letters, digits and _")
@@ -68,16 +68,7 @@ class TrainerJob:
             raise ValueError(f"master port {self.master_port} is not a TCP port")
 
 
-def trainer_command(job: TrainerJob) -> list[str]:
-    return [
-        *job.program,
-        "--tensor-model-parallel-size", str(job.dims.tp),
-        "--pipeline-model-parallel-size", str(job.dims.pp),
-        *job.trainer_args,
-    ]
-
-
-def render_sbatch(job: TrainerJob) -> str:
+def render_sbatch(job: BatchJob) -> str:
     job.check()
     q = shlex.quote
     header = [
@@ -91,10 +82,11 @@ def render_sbatch(job: TrainerJob) -> str:
     if job.time_limit:
         header.append(f"--time={job.time_limit}")
     header += [f"--{option}={value}" for option, value in job.sbatch_options.items()]
-    srun = ["srun", f"--kill-on-bad-exit={int(job.kill_on_bad_exit)}", *trainer_command(job)]
+    srun = ["srun", f"--kill-on-bad-exit={int(job.kill_on_bad_exit)}", *job.program]
     lines = [
         "#!/bin/bash",
-        f"# Rendered by slurm/sbatch.py: {job.dims.describe()} on {job.nodes} node(s) x {job.tasks_per_node} tasks.",
+        f"# Rendered by slurm/sbatch.py: {job.description or f'{job.tasks} ranks'} on {job.nodes} node(s) x "
+        f"{job.tasks_per_node} tasks.",
         *(f"#SBATCH {q(h)}" for h in header),
         "set -euo pipefail",
         "",

@@ -2,7 +2,8 @@
 meaning} for the codes that verb returns); the module's docstring is its --help description and EXIT_CODES its
 epilog. Adding a verb is one line here: its module and the one-line summary `hangdoctor --help` shows (the first
 line of the module's docstring; a test keeps them equal). Only the verb being run is imported: `attach` must not
-pay for `experiment`'s imports."""
+pay for `experiment`'s imports. `plan` and `experiment` are hosted here but live in their own package,
+experiments/ (a tool of its own; docs/experiments.md)."""
 
 COMMANDS = {
     "attach": ("hangdoctor.commands.attach",
@@ -11,9 +12,9 @@ COMMANDS = {
               "Watch a running job; when it stalls, take the verdict at once, keep it, and tell someone."),
     "analyze": ("hangdoctor.commands.analyze",
                 "Analyse dumps offline: a folder written by `attach`, collector node files, or py-spy JSON/text dumps."),
-    "plan": ("hangdoctor.commands.plan",
+    "plan": ("experiments.commands.plan",
              "Plan a 3D topology: list the valid (TP, PP, DP, MBS) for a model on N GPUs, with estimated memory per GPU."),
-    "experiment": ("hangdoctor.commands.experiment",
+    "experiment": ("experiments.commands.experiment",
                    "Run the trainer over configurations x toggles x repeats, catch hangs with hangdoctor, tabulate "
                    "and plot."),
 }

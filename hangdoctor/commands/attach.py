@@ -23,10 +23,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.argtypes import positive_float
 from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                             INTERRUPTED_TEXT, CommandError)
-from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order,
-                                        positive_float, show, topology_flags, wait_table, write_text)
+from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order, show,
+                                        topology_flags, wait_table, write_text)
 from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy

@@ -9,44 +9,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from clicore.argtypes import positive_int, rank_count
 from clicore.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
 from topology import DEFAULT_ORDER, parse_order
 
 if TYPE_CHECKING:  # imported where used: `attach` needs them only once the stacks are in
     from hangdoctor.analysis.verdict import Verdict
     from hangdoctor.identity import TopologyFlags
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-MAX_RANKS = 1 << 22  # 4,194,304: 32 times the largest jobs of today; the work of every verb stays bounded
-
-
-def rank_count(text: str) -> int:
-    """A number of ranks or GPUs (or a parallel size): positive and at most MAX_RANKS."""
-    value = positive_int(text)
-    if value > MAX_RANKS:
-        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_RANKS:,} ranks")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A positive, finite number of seconds (NaN and inf would make every bound meaningless)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number")
-    return value
 
 
 def add_topology_flags(parser: argparse.ArgumentParser) -> None:

@@ -28,7 +28,8 @@ from rich.console import Console
 
 from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                             INTERRUPTED_TEXT, CommandError)
-from hangdoctor.commands.common import add_topology_flags, check_order, positive_float
+from clicore.argtypes import positive_float
+from hangdoctor.commands.common import add_topology_flags, check_order
 
 EXIT_CODES = {
     EXIT_OK: "the job ended and no stall was reported (for --local and --pid, whose exit status cannot be seen "

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hangdoctor.experiments.matrix import build_matrix, load_spec, parse_toggle
+from experiments.matrix import build_matrix, load_spec, parse_toggle
 from topology import ParallelDims
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hangdoctor.experiments.matrix import build_matrix
-from hangdoctor.experiments.watchdog import COMPLETED, FAILED, HUNG, TIMEOUT, Limits, watch
+from experiments.matrix import build_matrix
+from experiments.watchdog import COMPLETED, FAILED, HUNG, TIMEOUT, Limits, watch
 from hangdoctor.watch.logtail import LogTail
 from tests.experiments.proclauncher import ProcessLauncher
 from tests.hangdoctor.livejobs import wait_until

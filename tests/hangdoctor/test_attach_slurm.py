@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from experiments.trainer_job import trainer_batch_job
 from slurm.daemons import read_daemons
 from slurm.process import run_command
-from slurm.sbatch import TrainerJob, render_sbatch, submit, wait_for_state
+from slurm.sbatch import render_sbatch, submit, wait_for_state
 from slurm.pids import list_pids
 from tests.hangdoctor.livejobs import FIXTURES, Stack, innermost, proc_state, wait_until, wait_until_stacks_hold
 from tests.support import PYTHON, REPO, child_env, run_bounded
@@ -57,14 +58,16 @@ def hung_jobs(slurm_cluster, tmp_path_factory):
     base = Path(f"/tmp/hangdoctor-slurm-{os.getpid()}")  # reachable by the job's tasks
     ready, run_dir = base / "ready", base / "trainer-run"
     env = job_env(slurm_cluster)
-    gloo = TrainerJob(dims=ParallelDims(tp=2, pp=2, dp=2), tasks_per_node=2, job_name="hung-gloo",
-                      program=(PYTHON, "-u", str(FIXTURES / "hung_gloo.py")), output=str(base / "gloo-%j.out"),
-                      trainer_args=["--ready-dir", str(ready), "--lifetime", "400", "--stop-rank", "2",
-                                    "--straggler-rank", "7"], master_port=29631)
-    trainer = TrainerJob(dims=ParallelDims(tp=1, pp=2, dp=2), tasks_per_node=2, job_name="hung-trainer",
-                         program=(PYTHON, "-m", "trainer"), output=str(base / "trainer-%j.out"), master_port=29632,
-                         trainer_args=[*MODEL, "--train-iters", "4", "--run-dir", str(run_dir), "--pg-timeout", "400",
-                                       "--fault", "skip-loss-broadcast:iteration=2"])
+    # hung_gloo.py takes the trainer's topology flags, so that hangdoctor reads the topology from argv alike
+    gloo = trainer_batch_job(ParallelDims(tp=2, pp=2, dp=2), 2, ["--ready-dir", str(ready), "--lifetime", "400",
+                                                                 "--stop-rank", "2", "--straggler-rank", "7"],
+                             program=(PYTHON, "-u", str(FIXTURES / "hung_gloo.py")), job_name="hung-gloo",
+                             output=str(base / "gloo-%j.out"), master_port=29631)
+    trainer = trainer_batch_job(ParallelDims(tp=1, pp=2, dp=2), 2, [*MODEL, "--train-iters", "4", "--run-dir",
+                                                                    str(run_dir), "--pg-timeout", "400", "--fault",
+                                                                    "skip-loss-broadcast:iteration=2"],
+                                program=(PYTHON, "-m", "trainer"), job_name="hung-trainer",
+                                output=str(base / "trainer-%j.out"), master_port=29632)
     base.mkdir(parents=True, exist_ok=True)
     ids = {"gloo": submit(render_sbatch(gloo), env=env, cwd=REPO),
            "trainer": submit(render_sbatch(trainer), env=env, cwd=REPO)}

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments.trainer_job import trainer_batch_job
 from slurm.process import run_command
-from slurm.sbatch import TrainerJob, render_sbatch, submit
+from slurm.sbatch import BatchJob, render_sbatch, submit
 from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 from tests.trainer_runs import MODEL
 from throughput.megatron_log import parse_log
@@ -36,7 +37,7 @@ def base():
     run_command(["rm", "-rf", str(folder)], timeout=30)
 
 
-def start(cluster, job: TrainerJob, out: Path, *watch_args: str) -> tuple[str, subprocess.Popen]:
+def start(cluster, job: BatchJob, out: Path, *watch_args: str) -> tuple[str, subprocess.Popen]:
     env = cluster.env(child_env())
     job_id = submit(render_sbatch(job), env=env, cwd=REPO)
     watcher = subprocess.Popen([PYTHON, "-m", "hangdoctor", "watch", "--jobid", job_id, "--out", str(out),
@@ -75,10 +76,11 @@ def job_state(cluster, job_id: str) -> str:
 
 
 def test_the_trainer_hang_is_caught_while_it_happens_and_the_cancel_ends_the_watch(slurm_cluster, base):
-    job = TrainerJob(dims=ParallelDims(tp=1, pp=2, dp=1), tasks_per_node=1, job_name="watch-trainer",
-                     program=(PYTHON, "-m", "trainer"), output=str(base / "trainer-%j.out"), master_port=29641,
-                     trainer_args=[*MODEL, "--train-iters", "6", "--run-dir", str(base / "run"), "--pg-timeout", "300",
-                                   "--fault", "skip-loss-broadcast:iteration=2"])
+    job = trainer_batch_job(ParallelDims(tp=1, pp=2, dp=1), 1, [*MODEL, "--train-iters", "6", "--run-dir",
+                                                                str(base / "run"), "--pg-timeout", "300", "--fault",
+                                                                "skip-loss-broadcast:iteration=2"],
+                            program=(PYTHON, "-m", "trainer"), job_name="watch-trainer",
+                            output=str(base / "trainer-%j.out"), master_port=29641)
     out = base / "watch"
     job_id, watcher = start(slurm_cluster, job, out, "--stall", "15", "--startup", "240", "--samples", "2",
                             "--interval", "1", "--timeout", "60", "--pp", "2")
@@ -101,9 +103,9 @@ def test_the_trainer_hang_is_caught_while_it_happens_and_the_cancel_ends_the_wat
 
 
 def test_a_straggler_is_stalled_then_resumed_and_the_job_completes(slurm_cluster, base):
-    job = TrainerJob(dims=ParallelDims(dp=2), tasks_per_node=1, job_name="watch-straggler",
-                     program=(PYTHON, "-u", str(JOB)), output=str(base / "straggler-%j.out"),
-                     trainer_args=["--iters", "20", "--step", "0.2", "--stall-at", "5", "--stall-for", "8"])
+    job = BatchJob(program=(PYTHON, "-u", str(JOB), "--iters", "20", "--step", "0.2", "--stall-at", "5",
+                            "--stall-for", "8"), tasks=2, tasks_per_node=1, job_name="watch-straggler",
+                   output=str(base / "straggler-%j.out"))
     out = base / "watch"
     job_id, watcher = start(slurm_cluster, job, out, "--stall", "3", "--samples", "1", "--timeout", "30")
     try:
@@ -119,9 +121,8 @@ def test_a_straggler_is_stalled_then_resumed_and_the_job_completes(slurm_cluster
 
 
 def test_a_dead_rank_ends_the_watch_with_the_jobs_state(slurm_cluster, base):
-    job = TrainerJob(dims=ParallelDims(dp=2), tasks_per_node=1, job_name="watch-dead",
-                     program=(PYTHON, "-u", str(JOB)), output=str(base / "dead-%j.out"),
-                     trainer_args=["--iters", "20", "--step", "0.2", "--fail-at", "4"])
+    job = BatchJob(program=(PYTHON, "-u", str(JOB), "--iters", "20", "--step", "0.2", "--fail-at", "4"), tasks=2,
+                   tasks_per_node=1, job_name="watch-dead", output=str(base / "dead-%j.out"))
     out = base / "watch"
     job_id, watcher = start(slurm_cluster, job, out, "--stall", "30")
     try:

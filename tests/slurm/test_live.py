@@ -11,13 +11,14 @@ import time
 
 import pytest
 
+from experiments.trainer_job import trainer_batch_job
 from slurm.daemons import free_ports, read_daemons
 from slurm.errors import JobNotFound, JobNotRunning, NotJobOwner, SlurmCommandMissing
 from slurm.jobs import hostnames, list_jobs, lookup_running_job, show_job
 from slurm.nodelist import expand_nodelist
 from slurm.pids import list_pids
 from slurm.process import run_command
-from slurm.sbatch import TrainerJob, render_sbatch, submit, wait_for_state, wait_until_done
+from slurm.sbatch import render_sbatch, submit, wait_for_state, wait_until_done
 from slurm.steps import run_step_on_each_node
 from slurm.testcluster import LocalCluster
 from tests.support import REPO
@@ -203,10 +204,10 @@ def test_a_node_that_never_answers_is_reported_and_the_others_kept(tmp_path_fact
 def test_rendered_sbatch_script_runs_every_rank_with_a_usable_rendezvous(slurm_cluster, tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    job = TrainerJob(
-        dims=ParallelDims(tp=2, pp=2, dp=2), tasks_per_node=2, env={"CUDA_LAUNCH_BLOCKING": "1"},
-        trainer_args=["--num-layers", "4", "--run-dir", str(run_dir)], master_port=free_ports(1)[0],
-        program=(sys.executable, str(REPO / "tests" / "slurm" / "rank_payload.py")), output=str(run_dir / "%x-%j.out"),
+    job = trainer_batch_job(
+        ParallelDims(tp=2, pp=2, dp=2), 2, ["--num-layers", "4", "--run-dir", str(run_dir)],
+        program=(sys.executable, str(REPO / "tests" / "slurm" / "rank_payload.py")), env={"CUDA_LAUNCH_BLOCKING": "1"},
+        master_port=free_ports(1)[0], output=str(run_dir / "%x-%j.out"),
     )
     env = slurm_cluster.env()
     env["PYTHONPATH"] = str(REPO)

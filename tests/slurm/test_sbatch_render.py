@@ -1,34 +1,33 @@
-"""sbatch scripts rendered from a topology (pure); the real run on the local cluster is in test_live.py."""
+"""sbatch scripts for any program (pure); the real run on the local cluster is in test_live.py. The trainer's own
+command line for a topology is experiments' (tests/experiments/test_trainer_job.py)."""
 
 import pytest
 
-from slurm.sbatch import TrainerJob, render_sbatch, trainer_command
-from topology import ParallelDims
+from slurm.sbatch import BatchJob, render_sbatch
 
 
-def job(**kw) -> TrainerJob:
-    base = dict(dims=ParallelDims(tp=2, pp=2, dp=2), tasks_per_node=4, trainer_args=["--num-layers", "4"])
+def job(**kw) -> BatchJob:
+    base = dict(program=("python", "train.py", "--num-layers", "4"), tasks=8, tasks_per_node=4)
     base.update(kw)
-    return TrainerJob(**base)
+    return BatchJob(**base)
 
 
-def test_nodes_and_tasks_come_from_the_topology():
-    script = render_sbatch(job())
+def test_nodes_come_from_the_tasks():
+    script = render_sbatch(job(description="TP=2 PP=2 DP=2 (8 ranks)"))
     assert "#SBATCH --nodes=2\n" in script and "#SBATCH --ntasks-per-node=4\n" in script
-    assert "TP=2 PP=2 DP=2 (8 ranks" in script
+    assert "# Rendered by slurm/sbatch.py: TP=2 PP=2 DP=2 (8 ranks) on 2 node(s) x 4 tasks." in script
+    assert "8 ranks on 2 node(s)" in render_sbatch(job())
     assert script.startswith("#!/bin/bash\n")
 
 
-def test_srun_line_runs_the_trainer_with_its_topology_flags():
+def test_srun_line_runs_the_program_as_given():
     last = render_sbatch(job(kill_on_bad_exit=False)).strip().splitlines()[-1]
-    assert last == ("srun --kill-on-bad-exit=0 python -m trainer --tensor-model-parallel-size 2 "
-                    "--pipeline-model-parallel-size 2 --num-layers 4")
-    assert trainer_command(job())[:3] == ["python", "-m", "trainer"]
+    assert last == "srun --kill-on-bad-exit=0 python train.py --num-layers 4"
 
 
 def test_toggles_and_values_are_shell_quoted():
     script = render_sbatch(job(env={"CUDA_LAUNCH_BLOCKING": "1", "NCCL_DEBUG": "INFO; rm -rf /"},
-                               trainer_args=["--run-dir", "my runs/a"], job_name="tiny gpt"))
+                               program=("python", "train.py", "--run-dir", "my runs/a"), job_name="tiny gpt"))
     assert "export CUDA_LAUNCH_BLOCKING=1\n" in script
     assert "export NCCL_DEBUG='INFO; rm -rf /'\n" in script
     assert "'my runs/a'" in script
@@ -49,7 +48,8 @@ def test_optional_headers():
 
 
 @pytest.mark.parametrize("kw, fragment", [
-    (dict(tasks_per_node=3), "do not fill nodes of 3 tasks"),
+    (dict(tasks_per_node=3), "8 ranks do not fill nodes of 3 tasks"),
+    (dict(program=()), "no program"),
     (dict(env={"BAD-NAME": "1"}), "bad environment variable name"),
     (dict(env={"X": "a\nb"}), "newline"),
     (dict(sbatch_options={"Partition;x": "a"}), "bad sbatch option"),

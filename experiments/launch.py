@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from hangdoctor.experiments.matrix import RunSpec
+from experiments.matrix import RunSpec
 from hangdoctor.watch.jobstate import JobState
 
 LOG_NAME = "train.log"

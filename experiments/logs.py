@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hangdoctor.experiments.results import RunResult, Shape, apply_figures, first_error, shape_from_trainer_config
+from experiments.results import RunResult, Shape, apply_figures, first_error, shape_from_trainer_config
 from throughput.megatron_log import parse_log
 
 _ARG = re.compile(r"(?:^|\s)([a-z][a-z0-9_]*) \.{2,} (\S.*?)\s*$")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hangdoctor.experiments.launch import Launched, Launcher
+from experiments.launch import Launched, Launcher
 from hangdoctor.watch.jobstate import DONE, PENDING, JobState
 from hangdoctor.watch.logtail import LogTail
 from hangdoctor.watch.stall import StallClock

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from clicore.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT, CommandError
 from clicore.jsondoc import document
-from hangdoctor.commands.common import positive_float, positive_int, rank_count
+from clicore.argtypes import positive_float, positive_int, rank_count
 from throughput.model_size import ModelShape
 from throughput.planner import PlanRequest, plan_topologies
 from throughput.render import plan_to_dict, render_plan

@@ -35,14 +35,13 @@ from rich.console import Console
 
 from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                             CommandError)
-from hangdoctor.commands.common import positive_float
-from hangdoctor.commands.common import positive_int
-from hangdoctor.experiments.hang import AttachOptions
-from hangdoctor.experiments.launch import LaunchError
-from hangdoctor.experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
-from hangdoctor.experiments.plots import METRICS
-from hangdoctor.experiments.results import RunResult
-from hangdoctor.experiments.watchdog import Limits
+from clicore.argtypes import positive_float, positive_int
+from experiments.hang import AttachOptions
+from experiments.launch import LaunchError
+from experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
+from experiments.plots import METRICS
+from experiments.results import RunResult
+from experiments.watchdog import Limits
 from slurm.nodelist import compress_nodelist, expand_nodelist
 
 EXIT_CODES = {
@@ -152,10 +151,10 @@ def make_matrix(args: argparse.Namespace) -> Matrix:
 
 def make_launcher(args: argparse.Namespace):
     if args.launcher == "torchrun":
-        from hangdoctor.experiments.launch_torchrun import TorchrunLauncher
+        from experiments.launch_torchrun import TorchrunLauncher
 
         return TorchrunLauncher(python=args.python)
-    from hangdoctor.experiments.launch_sbatch import SbatchLauncher
+    from experiments.launch_sbatch import SbatchLauncher
 
     return SbatchLauncher(python=args.python, gpus_per_node=args.gpus_per_node,
                           sbatch_options=sbatch_options(args), nodelist=node_list(args.nodelist, "--nodelist"),
@@ -164,7 +163,7 @@ def make_launcher(args: argparse.Namespace):
 
 
 def check_runs(runs: list[RunSpec], launcher, out: Path) -> list[str]:
-    from hangdoctor.experiments.runner import run_dir_of
+    from experiments.runner import run_dir_of
 
     try:
         return [launcher.describe(spec, run_dir_of(out, spec).resolve()) for spec in runs]
@@ -198,8 +197,8 @@ def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
 
 def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | None, out: Console,
            err: Console) -> None:
-    from hangdoctor.experiments.outputs import results_json, write_outputs
-    from hangdoctor.experiments.tables import render_table
+    from experiments.outputs import results_json, write_outputs
+    from experiments.tables import render_table
 
     if args.json:
         out.file.write(results_json(results))
@@ -209,7 +208,7 @@ def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | N
     if out_dir is not None and results:
         written = write_outputs(results, out_dir, title=args.title, metrics=args.plot)
         err.print(f"Wrote {', '.join(p.name for p in written)} in {out_dir}/", markup=False, highlight=False)
-        from hangdoctor.experiments.plots import plots_available
+        from experiments.plots import plots_available
 
         if args.plot and not plots_available():
             err.print("Warning: no plots: matplotlib is not installed (pip install 'hangdoctor[plots]')",
@@ -217,13 +216,13 @@ def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | N
 
 
 def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from hangdoctor.experiments.logs import result_from_log
+    from experiments.logs import result_from_log
 
     if args.config or args.toggle or args.spec:
         raise CommandError("--logs tabulates existing logs: it takes no --config, --toggle or --spec",
                            hint="run the matrix and the logs in two commands", exit_code=EXIT_USAGE)
     if args.out is not None:  # refused before any work: never over an experiment or a user's own tables
-        from hangdoctor.experiments.outputs import output_names
+        from experiments.outputs import output_names
 
         if (args.out / "matrix.json").exists():
             raise CommandError(f"{args.out} holds an experiment: --logs would replace its tables",
@@ -254,7 +253,7 @@ ITERATION_EVERY = 10.0  # seconds between two progress lines of one run
 
 
 def progress_events(err: Console, total: int):
-    from hangdoctor.experiments.runner import Events
+    from experiments.runner import Events
 
     def line(spec: RunSpec, text: str) -> None:
         err.print(f"[{spec.index}/{total}] {spec.name}: {text}", markup=False, highlight=False, soft_wrap=True)
@@ -330,8 +329,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     except ValueError as exc:
         raise CommandError(str(exc), hint="", exit_code=EXIT_USAGE) from None
     prepare_out(out_dir, matrix, args.resume)
-    from hangdoctor.experiments.outputs import load_results
-    from hangdoctor.experiments.runner import RunnerOptions, run_matrix
+    from experiments.outputs import load_results
+    from experiments.runner import RunnerOptions, run_matrix
 
     attach = None if args.no_attach else AttachOptions(samples=args.attach_samples, interval=args.attach_interval,
                                                        timeout=args.attach_timeout)
@@ -344,7 +343,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         with stop_signals_interrupt():
             run_matrix(matrix, launcher, out_dir, options, progress_events(err, len(runs)))
     except BaseException as exc:  # interrupted, or no launcher: still the tables of what ran
-        from hangdoctor.experiments.outputs import write_outputs
+        from experiments.outputs import write_outputs
 
         done = load_results(out_dir)
         if done:

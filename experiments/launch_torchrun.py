@@ -16,11 +16,11 @@ from pathlib import Path
 
 import psutil
 
-from hangdoctor.experiments.launch import LOG_NAME, Launched, LaunchError
+from experiments.launch import LOG_NAME, Launched, LaunchError
+from experiments.matrix import RunSpec
+from experiments.trainer_job import trainer_command
 from hangdoctor.watch.jobstate import DONE, RUNNING, JobState
-from hangdoctor.experiments.matrix import RunSpec
 from slurm.process import environ_of, start_time, wait_until_gone
-from slurm.sbatch import TrainerJob, trainer_command
 
 RUN_TAG = "HANGDOCTOR_EXPERIMENT_RUN"
 
@@ -65,8 +65,7 @@ class TorchrunLauncher:
         world = spec.config.gpus
         torchrun = (self.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
                     "-m", "trainer")
-        return trainer_command(TrainerJob(dims=spec.config.dims, tasks_per_node=world,
-                                          trainer_args=spec.trainer_args(run_dir), program=torchrun))
+        return trainer_command(spec.config.dims, spec.trainer_args(run_dir), program=torchrun)
 
     def describe(self, spec: RunSpec, run_dir: Path) -> str:
         exports = " ".join(f"{k}={v}" for k, v in spec.env.items())

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from hangdoctor.experiments.results import RunResult
+from experiments.results import RunResult
 from throughput.model_size import format_params
 
 FIGURE_COLUMNS = ("Sec/it", "TFLOPs", "Samples/s", "Tokens/s")

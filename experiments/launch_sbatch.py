@@ -1,6 +1,7 @@
 """One batch job per run, through `slurm.sbatch`: render, submit, poll `scontrol show job`, `scancel`.
 
-The script is slurm.sbatch's template (`srun python -m trainer --tensor-model-parallel-size TP ...`), with the
+The script is slurm.sbatch's template running the trainer (trainer_job.py: `srun python -m trainer
+--tensor-model-parallel-size TP ...`), with the
 run's environment toggles exported before srun and every rank's output in RUN/train.log (sbatch --output).
 The job runs in RUN/ with this process's environment (sbatch's default --export=ALL).
 """
@@ -10,14 +11,15 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from hangdoctor.experiments.launch import LOG_NAME, JobState, Launched, LaunchError, free_port
-from hangdoctor.experiments.matrix import RunSpec
+from experiments.launch import LOG_NAME, JobState, Launched, LaunchError, free_port
+from experiments.matrix import RunSpec
+from experiments.trainer_job import trainer_batch_job
 from hangdoctor.watch.jobstate import SlurmJobState
 from slurm.errors import JobNotFound, SlurmCommandFailed, SlurmCommandMissing, SlurmError
 from slurm.jobs import show_job
 from slurm.nodelist import compress_nodelist
 from slurm.process import run_command
-from slurm.sbatch import TERMINAL_STATES, TrainerJob, render_sbatch, submit, wait_until_done
+from slurm.sbatch import TERMINAL_STATES, BatchJob, render_sbatch, submit, wait_until_done
 
 
 class SbatchLauncher:
@@ -35,7 +37,7 @@ class SbatchLauncher:
         self.env = env  # None: this process's environment (SLURM_CONF and all)
         self._states: dict[str, SlurmJobState] = {}  # job id -> its state reader (remembers scontrol failures)
 
-    def job_for(self, spec: RunSpec, run_dir: Path) -> TrainerJob:
+    def job_for(self, spec: RunSpec, run_dir: Path) -> BatchJob:
         world = spec.config.gpus
         per_node = world if not self.gpus_per_node or world <= self.gpus_per_node else self.gpus_per_node
         options = dict(self.sbatch_options)
@@ -45,10 +47,10 @@ class SbatchLauncher:
                 raise ValueError(f"configuration {spec.config.name!r} needs {nodes} nodes, --nodelist names "
                                  f"{len(self.nodelist)}")
             options["nodelist"] = compress_nodelist(self.nodelist[:nodes])
-        job = TrainerJob(
-            dims=spec.config.dims, tasks_per_node=per_node, trainer_args=spec.trainer_args(run_dir), env=spec.env,
-            job_name=f"hdx-{spec.name}", output=str(run_dir / LOG_NAME), time_limit=self.time_limit,
-            master_port=self.master_port or 6000, program=(self.python, "-m", "trainer"), sbatch_options=options,
+        job = trainer_batch_job(
+            spec.config.dims, per_node, spec.trainer_args(run_dir), program=(self.python, "-m", "trainer"),
+            env=spec.env, job_name=f"hdx-{spec.name}", output=str(run_dir / LOG_NAME), time_limit=self.time_limit,
+            master_port=self.master_port or 6000, sbatch_options=options,
         )
         try:
             job.check()

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoctor.experiments.hang import AttachOptions, diagnose
-from hangdoctor.experiments.launch import Launched, LaunchError, Launcher
-from hangdoctor.experiments.matrix import Matrix, RunSpec
-from hangdoctor.experiments.results import RESULT_NAME, RunResult, fill_from_run_dir
-from hangdoctor.experiments.watchdog import HUNG, Limits, watch
+from experiments.hang import AttachOptions, diagnose
+from experiments.launch import Launched, LaunchError, Launcher
+from experiments.matrix import Matrix, RunSpec
+from experiments.results import RESULT_NAME, RunResult, fill_from_run_dir
+from experiments.watchdog import HUNG, Limits, watch
 from throughput.megatron_log import ParsedIteration
 
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clicore.jsondoc import document
-from hangdoctor.experiments.plots import METRICS, plot_metric, plots_available
-from hangdoctor.experiments.results import RESULT_NAME, RunResult
-from hangdoctor.experiments.tables import csv_rows, render_markdown
+from experiments.plots import METRICS, plot_metric, plots_available
+from experiments.results import RESULT_NAME, RunResult
+from experiments.tables import csv_rows, render_markdown
 
 
 def load_results(out: Path) -> list[RunResult]:

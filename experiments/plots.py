@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from hangdoctor.experiments.results import RunResult
-from hangdoctor.experiments.tables import common_label
+from experiments.results import RunResult
+from experiments.tables import common_label
 
 METRICS = {  # --plot name -> (RunResult field, axis label, file name, title)
     "tokens": ("tokens_per_s", "tokens/s", "throughput.png", "Throughput (tokens/s)"),
