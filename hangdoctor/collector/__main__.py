@@ -18,6 +18,7 @@ if __package__ in (None, ""):  # started by file path on a node: make `hangdocto
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from hangdoctor.collector import node  # noqa: E402
+from hangdoctor.collector.document import PYSPY_MISSING, NodeDocument  # noqa: E402
 from hangdoctor.collector.framing import frame_lines  # noqa: E402
 from hangdoctor.collector.options import add_arguments, from_namespace  # noqa: E402
 
@@ -74,9 +75,8 @@ def main(argv=None) -> int:
     selection.node = selection.node or node.node_name()
     name = selection.node
     if not (os.path.isfile(options.pyspy) and os.access(options.pyspy, os.X_OK)):
-        emit({"format": node.FORMAT, "node": name, "processes": [], "skipped": [], "started": time.time(),
-              "finished": time.time(), "fatal": "pyspy-missing",
-              "errors": [f"py-spy not found or not executable at {args.pyspy!r} on {name}"]}, args)
+        emit(NodeDocument(node=name, finished=time.time(), fatal=PYSPY_MISSING,
+                          errors=[f"py-spy not found or not executable at {args.pyspy!r} on {name}"]).to_wire(), args)
         return 4
     deadline = time.time() + args.time_limit if args.time_limit else None
 

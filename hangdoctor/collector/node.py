@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict
 
 from hangdoctor.collector import compact, dump, flight, fr_summary, procs, source
+from hangdoctor.collector.document import NodeDocument
 from hangdoctor.collector.options import CollectOptions, Selection
 
-FORMAT = compact.MERGED  # "hangdoctor-node/2"; readers also take /1 (frames factored, threads per sample)
 D_STATE, STOPPED = "d-state", "stopped"
 
 
@@ -66,34 +65,29 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
             cpu_window: float = 0.05) -> dict:
     """Run a whole node collection: the processes `selection` names, sampled as `options` say, all of it by
     `deadline` (seconds since the epoch, or None). `progress(done, total)` is called after every dump."""
-    started = time.time()
     name = selection.node or node_name()
-    doc = {
-        "format": FORMAT, "node": name, "hostname": os.uname().nodename, "collector_pid": os.getpid(),
-        "python": sys.version.split()[0], "started": started, "finished": None,
-        "options": {**{k: v for k, v in asdict(options).items() if k not in ("pyspy", "pyspy_version", "timeout")},
-                    "match": selection.match, "pids": selection.pids},
-        "pyspy": {"path": options.pyspy, "version": ""},
-        "processes": [], "skipped": [], "errors": [],
-    }
+    doc = NodeDocument(
+        node=name, pyspy={"path": options.pyspy, "version": ""},
+        options={**{k: v for k, v in asdict(options).items() if k not in ("pyspy", "pyspy_version", "timeout")},
+                 "match": selection.match, "pids": selection.pids})
     if selection.pids:
         infos = []
         for pid in selection.pids:
             info = procs.describe_process(pid)
             if info is None:
-                doc["errors"].append(f"pid {pid}: no such process")
+                doc.errors.append(f"pid {pid}: no such process")
             else:
                 infos.append(info)
     else:
-        infos, doc["skipped"] = procs.find_ranks(selection.match, None if selection.all_nodes else name,
-                                                 among=selection.among)
+        infos, doc.skipped = procs.find_ranks(selection.match, None if selection.all_nodes else name,
+                                              among=selection.among)
     for info in infos:
         info["samples"] = []
         info["gpu"] = procs.gpu_loaded(info["pid"])
-    doc["processes"] = infos
+    doc.processes = infos
     if not infos:
-        doc["finished"] = time.time()
-        return doc
+        doc.finished = time.time()
+        return doc.to_wire()
 
     samples = max(1, options.samples)
     interval = max(0.0, options.interval)
@@ -118,7 +112,7 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
                 time.sleep(wait)
         remaining = None if deadline is None else deadline - time.time()
         if remaining is not None and remaining <= 0.2:
-            doc["errors"].append(f"deadline reached: {index} of {samples} samples taken")
+            doc.errors.append(f"deadline reached: {index} of {samples} samples taken")
             break
         timeout = options.dump_timeout
         if remaining is not None:
@@ -143,16 +137,17 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
                     100.0 * (current - before) / procs.CLOCK_TICKS / (now - tick_time), 1)
             ticks[info["pid"]] = current
         tick_time = now
-    doc["pyspy"]["version"] = _finish_version(version)
+    doc.pyspy["version"] = _finish_version(version)
     if options.flight_recorder:  # torch's debug worker servers, where the ranks run them
         _stacks_from_servers(infos, deadline)
         for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
             next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
     if options.fr_dir:  # dump files the ranks wrote on this node (TORCH_FR_DUMP_TEMP_FILE's folder)
         _read_fr_dir(doc, infos, options.fr_dir)
-    doc["source_lines"] = source.innermost_lines(infos)
-    doc["finished"] = time.time()
-    return compact.merge(compact.factor(compact.drop_addresses(doc) if options.locals else doc))
+    doc.source_lines = source.innermost_lines(infos)
+    doc.finished = time.time()
+    wire = doc.to_wire()
+    return compact.merge(compact.factor(compact.drop_addresses(wire) if options.locals else wire))
 
 
 UNREAD = (dump.PTRACE_DENIED, dump.ERROR, dump.TIMEOUT)  # py-spy could not read it; its own server thread may
@@ -171,12 +166,12 @@ def _stacks_from_servers(infos: list, deadline: float | None) -> None:
                               f"debug server instead")
 
 
-def _read_fr_dir(doc: dict, infos: list, folder: str) -> None:
+def _read_fr_dir(doc: NodeDocument, infos: list, folder: str) -> None:
     by_rank = {info["rank"]: info for info in infos if isinstance(info.get("rank"), int)}
     try:
         found = fr_summary.summaries_in(folder, set(by_rank))
     except OSError as exc:
-        doc["errors"].append(f"Flight Recorder folder {folder}: cannot list ({exc.strerror or exc})")
+        doc.errors.append(f"Flight Recorder folder {folder}: cannot list ({exc.strerror or exc})")
         return
     for rank, read in found.items():
         if "summary" in read or "summary" not in (by_rank[rank].get("flight_recorder") or {}):

@@ -28,6 +28,7 @@ from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, 
                             INTERRUPTED_TEXT, CommandError)
 from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order, show,
                                         topology_flags, wait_table, write_text)
+from hangdoctor.collector.document import PYSPY_MISSING
 from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
@@ -229,7 +230,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from hangdoctor.render.jsonout import verdict_to_dict
 
     flags = topology_flags(args)
-    missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == "pyspy-missing"]
+    missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == PYSPY_MISSING]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):
         raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}",
                            hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hangdoctor.collector.node import FORMAT
+from hangdoctor.collector.document import FORMAT
 from hangdoctor.formats import frames as interned
 from hangdoctor.formats.pyspy_json import frame_from_json, locals_of, parse_threads
 from hangdoctor.formats.pyspy_text import parse_text

@@ -175,7 +175,7 @@ CASES = [
     Case("env-bad-ranks", lambda t: ["env", "--include", "x", "--ranks", "3-1"], 2, "bad rank range '3-1'"),
     # flags
     Case("negative-tail", lambda t: ["show", str(ring_in(t)), "--tail", "-1"], 2, "argument --tail: -1 is negative"),
-    Case("word-events", lambda t: ["last", str(t), "--events", "x"], 2, "argument --events: 'x' is not a whole"),
+    Case("word-events", lambda t: ["last", str(t), "--events", "x"], 2, "argument --events: 'x' is not an integer"),
     Case("small-ring", lambda t: ["run", "--include", "x", "--ring", "3", "--", "a.py"], 2, "at least 16 events"),
 ]
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import argparse
 
+from clicore.argtypes import non_negative_int
 from clicore.errors import CommandError
 from tracing.analysis.diverge import diverge_report
-from tracing.commands.common import console, non_negative, print_warnings
+from tracing.commands.common import console, print_warnings
 from tracing.render.jsonout import dumps
 from tracing.tracedir import TraceInputError, load_traces
 
@@ -36,7 +37,7 @@ EXIT_CODES = {
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="DIR", help="folder of trace files")
     parser.add_argument("--thread", metavar="NAME", help="compare this thread (default: the main thread)")
-    parser.add_argument("--max", type=non_negative, default=20, metavar="N",
+    parser.add_argument("--max", type=non_negative_int, default=20, metavar="N",
                         help="report at most N splits (default 20)")
     parser.add_argument("--json", action="store_true", help="print the same data as JSON")
 

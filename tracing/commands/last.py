@@ -14,9 +14,10 @@ import argparse
 import sys
 import time
 
+from clicore.argtypes import non_negative_int
 from clicore.errors import CommandError
 from tracing.analysis.last import last_report
-from tracing.commands.common import console, non_negative, print_warnings
+from tracing.commands.common import console, print_warnings
 from tracing.liveness import process_status
 from tracing.render.jsonout import dumps
 from tracing.tracedir import TraceInputError, load_traces
@@ -24,7 +25,7 @@ from tracing.tracedir import TraceInputError, load_traces
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="DIR", help="folder of trace files (or one trace file)")
-    parser.add_argument("--events", type=non_negative, default=8, metavar="N",
+    parser.add_argument("--events", type=non_negative_int, default=8, metavar="N",
                         help="last events to show per rank (default 8)")
     parser.add_argument("--all-threads", action="store_true", help="also show the open frames of other threads")
     parser.add_argument("--json", action="store_true", help="print the same data as JSON")

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 
+from clicore.argtypes import non_negative_int
 from clicore.errors import CommandError
-from tracing.commands.common import non_negative, print_warnings
+from tracing.commands.common import print_warnings
 from tracing.render.text import clock, event_line
 from tracing.tracedir import TraceInputError, read_trace_file
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a trace-*.ring or trace-*.txt file")
-    parser.add_argument("--tail", type=non_negative, metavar="N", help="only the newest N events")
+    parser.add_argument("--tail", type=non_negative_int, metavar="N", help="only the newest N events")
 
 
 def run(args: argparse.Namespace) -> int:
