@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -77,53 +78,70 @@ def blocker_text(plan: Plan, rule: str, message: str) -> str:
 
 def print_natural(table: Table, console: Console) -> None:
     """Never cut a figure: a table wider than the console is printed at its natural width (the terminal wraps)."""
-    natural = Measurement.get(console, console.options.update(width=100_000), table).maximum
+    natural = _width(table, console)
     wide = console if natural <= console.width else Console(
         file=console.file, width=natural, color_system=console.color_system, force_terminal=console.is_terminal,
         highlight=False)
     wide.print(table)
 
 
-def render_plan(plan: Plan, console: Console, *, limit: int | None = None) -> None:
-    r = plan.request
-    console.print(f"{len(plan.rows)} valid topologies of {plan.candidates} for {r.gpus} GPUs ({r.gpus_per_node} per "
-                  f"node), GBS {r.global_batch_size}, ZeRO-{r.zero_stage}: {r.shape.describe()}",
-                  markup=False, highlight=False, soft_wrap=True)
-    for finding in plan.model_hints:
-        console.print(f"hint: {finding.message}", markup=False, highlight=False, soft_wrap=True)
-    for finding in plan.blockers:
-        console.print(blocker_text(plan, finding.rule, finding.message), markup=False, highlight=False, soft_wrap=True)
-    table = Table()
-    for name in ("TP", "PP", "DP", "MBS", "µbatches", "bubble", "params/GPU", "states GB", "act GB", "total GB"):
-        table.add_column(name, justify="right", no_wrap=True)
-    if r.gpu_memory_gb is not None:
-        table.add_column(f"fits {r.gpu_memory_gb:g}GB", no_wrap=True)
-    table.add_column("hints", no_wrap=True)
-    shown = plan.rows if limit is None else plan.rows[:limit]
-    for row in shown:
+HEADERS = ("TP", "PP", "DP", "MBS", "µbatches", "bubble", "params/GPU", "states GB", "act GB", "total GB")
+
+
+def _width(table: Table, console: Console) -> int:
+    return Measurement.get(console, console.options.update(width=100_000), table).maximum
+
+
+def _plan_table(plan: Plan, rows: list, *, narrow: bool) -> Table:
+    """The rows as a table; `narrow` folds it into 80 columns (each header on two lines where it has a space or a
+    slash, no vertical rules, the hints column wrapped) without cutting a figure."""
+    memory = plan.request.gpu_memory_gb
+    headers = [*HEADERS, *([f"fits {memory:g}GB"] if memory is not None else []), "hints"]
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False) if narrow else Table()
+    for name in headers:
+        title = name.replace(" ", "\n").replace("/", "\n/").replace("µbatches", "micro-\nbatches") if narrow else name
+        wraps = narrow and name == "hints"
+        table.add_column(title, justify="left" if name.startswith(("fits", "hints")) else "right", no_wrap=not wraps)
+    for row in rows:
         peak = row.memory.peak
         cells = [str(row.tp), str(row.pp), str(row.dp), str(row.mbs), str(row.micro_batches), f"{row.bubble:.0%}",
                  _params(peak.params_per_gpu), _gb(peak.state_bytes),
                  _gb(peak.activation_bytes) if peak.activation_bytes else "-", _gb(peak.total_bytes)]
-        if r.gpu_memory_gb is not None:
+        if memory is not None:
             cells.append("yes" if row.fits else "[red]no[/red]")
         cells.append(", ".join(f.rule for f in row.hints))
         table.add_row(*cells)
+    return table
+
+
+def render_plan(plan: Plan, console: Console, *, limit: int | None = None) -> None:
+    r = plan.request
+    console.print(f"{len(plan.rows)} valid topologies of {plan.candidates} for {r.gpus} GPUs ({r.gpus_per_node} per "
+                  f"node), GBS {r.global_batch_size}, ZeRO-{r.zero_stage}: {r.shape.describe()}",
+                  markup=False, highlight=False)
+    for finding in plan.model_hints:
+        console.print(f"hint: {finding.message}", markup=False, highlight=False)
+    for finding in plan.blockers:
+        console.print(blocker_text(plan, finding.rule, finding.message), markup=False, highlight=False)
+    shown = plan.rows if limit is None else plan.rows[:limit]
     if plan.rows:
+        table = _plan_table(plan, shown, narrow=False)
+        if _width(table, console) > console.width:  # fold: two-line headers, no inner rules, hints wrapped
+            table = _plan_table(plan, shown, narrow=True)
         print_natural(table, console)
     if limit is not None and len(plan.rows) > limit:
         console.print(f"... {len(plan.rows) - limit} more (--top to show more)")
     tps = ",".join(map(str, plan.tps))
     console.print(f"searched: TP {tps} (within a node of {r.gpus_per_node}, dividing {r.gpus} GPUs) x every PP "
                   f"dividing GPUs/TP x MBS {','.join(map(str, sorted(set(r.micro_batch_sizes))))}",
-                  markup=False, highlight=False, soft_wrap=True)
+                  markup=False, highlight=False)
     if plan.rejected:
         reasons = ", ".join(f"{RULE_NAMES.get(rule, rule)} ({n})" for rule, n in sorted(plan.rejected.items(),
                                                                                         key=lambda kv: -kv[1]))
         several = " (a candidate may break several rules)" if sum(plan.rejected.values()) > plan.rejected_count else ""
         console.print(f"rejected {plan.rejected_count} of {plan.candidates}: {reasons}{several}",
-                      markup=False, highlight=False, soft_wrap=True)
+                      markup=False, highlight=False)
     console.print("memory is for the busiest stage: model states at "
                   f"{r.bytes_per_param.total} bytes/param with ZeRO-{r.zero_stage} over DP"
                   + (", plus a rough activation estimate" if r.estimate_activations else "")
-                  + "; CUDA context and fragmentation not included", markup=False, highlight=False, soft_wrap=True)
+                  + "; CUDA context and fragmentation not included", markup=False, highlight=False)

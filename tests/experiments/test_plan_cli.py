@@ -27,13 +27,15 @@ def plan(*argv: str) -> tuple[int, str, str]:
 
 
 def test_valid_topologies_exit_0_through_the_console_entry_point():
-    """stdout is a pipe of 80 columns, as in `hangdoctor plan ... | less`: the table keeps every figure whole."""
+    """stdout is a pipe of 80 columns, as in `hangdoctor plan ... | less`: every line fits, every figure whole."""
     result = run_bounded([PYTHON, "-m", "hangdoctor", "plan", *MODEL, "--gpu-memory", "80", "--top", "5"],
                          timeout=60, env=child_env(COLUMNS="80"), cwd=REPO)
     assert result.returncode == 0, result.output
-    assert "64 valid topologies of 208 for 384 GPUs (8 per node), GBS 2048, ZeRO-1: Model size: 181B" in result.stdout
+    words = " ".join(result.stdout.split())
+    assert "64 valid topologies of 208 for 384 GPUs (8 per node), GBS 2048, ZeRO-1: Model size: 181B" in words
     assert "... 59 more (--top to show more)" in result.stdout
-    assert "…" not in result.stdout and "│  8 │  3 │ 16 │   1 │      128 │     2% │     7,849M │" in result.stdout
+    assert "…" not in result.stdout and max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert " 8   3  16    1      128      2%  7,849M " in result.stdout
     assert result.stderr == ""
 
 

@@ -141,23 +141,29 @@ def rendered(p, width=100, **kw) -> str:
     return console.file.getvalue()
 
 
-def test_the_table_is_never_cut_on_a_narrow_console():
-    """At 80 columns (a pipe, not a terminal) the table keeps its natural width: no figure ends in an ellipsis."""
+def test_the_table_folds_into_80_columns_and_no_figure_is_cut():
+    """At 80 columns the table folds (two-line headers, no inner rules) and every line fits; no figure is cut."""
     p = plan()
     text = rendered(p, width=80, limit=5)
-    table = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
-    assert "…" not in text and len({len(line) for line in table}) == 1 and len(table[0]) > 80
-    assert "params/GPU" in text and "7,849M" in text and "fits 80GB" in text
-    assert text.splitlines()[0].startswith("64 valid topologies of 208 for 384 GPUs (8 per node), GBS 2048, ZeRO-1: "
-                                           "Model size: 181B, ratio=199")
-    wide = rendered(p, width=200, limit=5)
-    assert [l for l in wide.splitlines() if l[:1] in "┏┃┡│└"] == table  # the same table when there is room
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["TP", "PP", "DP"])
+    assert lines[header - 1].split() == ["micro-", "params", "states", "act", "total", "fits"]
+    assert lines[header].split() == ["TP", "PP", "DP", "MBS", "batches", "bubble", "/GPU", "GB", "GB", "GB", "80GB",
+                                     "hints"]
+    assert lines[header + 2].split() == ["8", "3", "16", "1", "128", "2%", "7,849M", "53.0", "4.8", "57.8", "yes"]
+    assert " ".join(text.split()).startswith("64 valid topologies of 208 for 384 GPUs (8 per node), GBS 2048, "
+                                             "ZeRO-1: Model size: 181B, ratio=199")
+    wide = rendered(p, width=200, limit=5)  # with room, one header line and the figures alike
+    table = [line for line in wide.splitlines() if line[:1] in "┏┃┡│└"]
+    assert len({len(line) for line in table}) == 1 and "params/GPU" in wide and "fits 80GB" in wide
+    assert [c.strip() for c in table[3].split("│")[1:-2]] == lines[header + 2].split()
 
 
 def test_a_small_models_figures_are_not_rounded_to_zero():
     small = ModelShape(layers=4, hidden=64, heads=4, vocab=1024, seq_length=128)
     p = plan(shape=small, gpus=16, global_batch_size=64, gpu_memory_gb=None)
-    text = rendered(p)
+    text = rendered(p, width=200)
     assert "Model size: 274K, ratio=16" in text
     first = next(line for line in text.splitlines() if line.startswith("│"))
     cells = [c.strip() for c in first.split("│")[1:-1]]
