@@ -78,6 +78,10 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
     return suspects, hints
 
 
+def _op(place: Place) -> str:
+    return place.wait.op if place.wait is not None else place.position
+
+
 def _order_key(suspect: Suspect) -> str:
     return f"unresponsive-{suspect.confidence}" if suspect.kind == "unresponsive" else suspect.kind
 
@@ -104,7 +108,9 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None) -> Sus
     if place.in_collective:
         if anchor is not None and anchor.in_collective:
             tied = peer_tie(place, anchor)
-            reason = f"{verb(place.ranks, 'waits', 'wait')} in {here} instead of {anchor.position}"
+            # the calls by name only: "Who is where" (and the mismatch hint) give both places in full
+            reason = (f"{verb(place.ranks, 'waits', 'wait')} in {_op(place)}, not in {_op(anchor)} with "
+                      f"{who(anchor.ranks, dims)}")
             open_question = undecided(place, anchor)
             if tied:
                 reason += f"; {tied}"

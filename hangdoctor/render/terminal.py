@@ -44,17 +44,24 @@ def header(verdict: Verdict) -> Text:
 
 
 def hang(body: Text, indent: int = 2) -> Table:
-    """The text indented, its continuation lines too (a hanging indent): readable at 80 columns."""
-    grid = Table.grid(padding=0, expand=True)
-    grid.add_column(width=indent, no_wrap=True)
+    """The text indented, its continuation lines too: readable at 80 columns."""
+    return labelled([("", body)], indent=indent, gap=0)
+
+
+def labelled(rows: list[tuple[str | Text, Text]], *, indent: int = 2, gap: int = 2) -> Table:
+    """A section's rows as label + text, the text wrapped under itself (a hanging indent): "ranks 0-1" stands
+    out on the left and every continuation line starts under the text, not under the label."""
+    grid = Table.grid(padding=(0, gap, 0, 0), pad_edge=False, expand=True)
+    grid.add_column(no_wrap=True)
     grid.add_column(ratio=1)
-    grid.add_row("", body)
+    for label, body in rows:
+        grid.add_row(Text.assemble(" " * indent, label), body)
     return grid
 
 
 def _coords(ranks: list[int], verdict: Verdict) -> str:
     """Where the ranks sit, after their numbers; nothing when the topology is unknown (it would repeat them)."""
-    return f"  {where(ranks, verdict.dims)}" if verdict.dims is not None else ""
+    return f"{where(ranks, verdict.dims)}  " if verdict.dims is not None else ""
 
 
 def verdict_panel(verdict: Verdict) -> Panel:
@@ -62,34 +69,41 @@ def verdict_panel(verdict: Verdict) -> Panel:
     lines: list = [Text(verdict.headline, style=style), Text("")]
     if verdict.places:
         lines.append(Text("Who is where", style="bold"))
+        rows = []
         for place in verdict.places:
             state = progress_word(place.progress)
             verb = ("waits in" if len(place.ranks) == 1 else "wait in") if place.wait is not None else \
                 ("is" if len(place.ranks) == 1 else "are")
-            lines.append(hang(Text.assemble(
-                (rank_word(place.ranks), "bold"), f"{_coords(place.ranks, verdict)}  ",
-                (f"{verb} {place.position}", "cyan"),
+            rows.append((Text(rank_word(place.ranks), "bold"), Text.assemble(
+                _coords(place.ranks, verdict), (f"{verb} {place.position}", "cyan"),
                 (f"  [{state}, {place.activity}]",
                  "red" if state == "stuck" else "green" if state == "progressing" else "yellow"))))
+        lines.append(labelled(rows))
     silent = dict(verdict.unresponsive)
     if verdict.missing:
         silent["missing"] = verdict.missing
     if silent:
         lines.append(Text(f"Did not respond ({len(verdict.responded)}/{verdict.expected} responded)", style="bold"))
+        rows = []
         for status, ranks in silent.items():
             hosts = sorted({verdict.views[r].identity.host for r in ranks if r in verdict.views}, key=natural_key)
-            on = f" on {', '.join(hosts[:4])}{', …' if len(hosts) > 4 else ''}" if hosts else ""
-            lines.append(hang(Text.assemble((rank_word(ranks), "bold"), f"{_coords(ranks, verdict)}{on}: ",
-                                            (UNRESPONSIVE_REASONS.get(status, status), "red"))))
+            on = f"on {', '.join(hosts[:4])}{', …' if len(hosts) > 4 else ''}" if hosts else ""
+            where_ = " ".join(part for part in (_coords(ranks, verdict).strip(), on) if part)
+            rows.append((Text(rank_word(ranks), "bold"), Text.assemble(
+                f"{where_}: " if where_ else "", (UNRESPONSIVE_REASONS.get(status, status), "red"))))
+        lines.append(labelled(rows))
     if verdict.suspects:
         lines.append(Text("Suspects", style="bold"))
+        rows = []
         for suspect in verdict.suspects:
             colour = {"high": "bold red", "medium": "bold yellow", "low": "dim"}[suspect.confidence]
-            lines.append(hang(Text.assemble((rank_word(suspect.ranks), "bold red"), f"{_coords(suspect.ranks, verdict)}  ",
-                                            (f"[{suspect.confidence}: {suspect.kind}] ", colour), suspect.reason)))
+            rows.append((Text(rank_word(suspect.ranks), "bold red"), Text.assemble(
+                _coords(suspect.ranks, verdict), (f"[{suspect.confidence}: {suspect.kind}] ", colour),
+                suspect.reason)))
             seen = "; ".join(item["text"] for item in suspect.evidence if item["type"] != "status")
             if seen:
-                lines.append(hang(Text(f"evidence: {seen}", style="dim"), 6))
+                rows.append(("", Text(f"evidence: {seen}", style="dim")))
+        lines.append(labelled(rows))
     if verdict.set_aside:
         lines.append(Text("Set aside (not ranks)", style="bold"))
         groups: dict[tuple[str, str], list] = defaultdict(list)
@@ -101,7 +115,7 @@ def verdict_panel(verdict: Verdict) -> Panel:
                                    style="dim")))
     if verdict.hints:
         lines.append(Text("Hints", style="bold"))
-        lines.extend(hang(Text(hint, style="yellow")) for hint in verdict.hints)
+        lines.append(labelled([("-", Text(hint, style="yellow")) for hint in verdict.hints], gap=1))
     return Panel(Group(*lines), title="verdict", title_align="left", border_style=style.split()[-1])
 
 
@@ -158,7 +172,8 @@ def class_table(cls: RankClass, verdict: Verdict, max_nodes: int, roles: dict[in
         table.add_row(f"… {len(hosts) - max_nodes} more nodes", "", "", "", "", "")
     parts = [table]
     if cls.stack:
-        parts.append(Text("\n".join("  " + line for line in stack_lines(cls.stack)), style="dim"))
+        parts.append(Text("\n".join(["  stack, innermost frame first:"] + ["    " + line for line in stack_lines(cls.stack)]),
+                          style="dim"))
     else:
         first = views.get(cls.ranks[0])
         parts.append(Text(f"  no stack: {first.error if first else cls.status}", style="dim"))

@@ -29,6 +29,17 @@ def test_continuation_lines_hang_under_their_item_at_80_columns():
     items = [line for line in body[start:] if line.strip() and not line.startswith(SECTIONS)]
     assert len(items) > 20  # the places, suspects and hints of this recording wrap over many lines at 80
     assert all(line.startswith("  ") for line in items), [line for line in items if not line.startswith("  ")]
+    # each rank set stands alone on the left: the lines that continue an item start under its text
+    end = next(i for i, line in enumerate(body) if line.startswith("Did not respond"))
+    who = body[start + 1:end]
+    firsts = [line for line in who if line.startswith("  rank")]
+    text_column = firsts[0].index("pp=")  # "  ranks 0-1,3  pp=0 dp=0 ...": the text starts after the rank set
+    assert len(firsts) == 3 and len(who) > 3
+    for line in who:
+        if not line.startswith("  rank"):
+            assert line[:text_column].strip() == "" and line[text_column] != " ", (line, text_column)
+    hints = body[body.index("Hints".ljust(len(body[0]))) + 1:]
+    assert all(line.startswith(("  - ", "    ")) for line in hints if line.strip()), hints
 
 
 def test_a_rank_set_is_not_said_twice_without_a_topology():
