@@ -1,10 +1,19 @@
-"""Helpers shared by the verbs: warnings on stderr, a rich console (imported only when used)."""
+"""Helpers shared by the verbs: the traces or an error, warnings on stderr, a rich console (imported when used)."""
 
 from __future__ import annotations
 
 import sys
 
 from clicore.errors import CommandError
+
+
+def traces_or_error(path: str, *, tail: int | None = None):
+    """The trace files under `path` (tracedir.load_traces), or one `Error:` line and exit 1 when none can be read."""
+    from tracing.tracedir import TraceInputError, load_traces
+    try:
+        return load_traces(path, tail=tail)
+    except TraceInputError as e:
+        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
 
 
 def print_warnings(warnings: list[str]) -> None:

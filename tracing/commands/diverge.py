@@ -21,11 +21,9 @@ from __future__ import annotations
 import argparse
 
 from clicore.argtypes import non_negative_int
-from clicore.errors import CommandError
 from tracing.analysis.diverge import diverge_report
-from tracing.commands.common import console, print_warnings
+from tracing.commands.common import console, print_warnings, traces_or_error
 from tracing.render.jsonout import dumps
-from tracing.tracedir import TraceInputError, load_traces
 
 EXIT_CODES = {
     0: "the ranks made the same calls (or fewer than two ranks have events)",
@@ -43,10 +41,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        loaded = load_traces(args.path)
-    except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
+    loaded = traces_or_error(args.path)
     report = diverge_report(args.path, loaded.traces, thread=args.thread, limit=args.max, warnings=loaded.warnings)
     print_warnings(report.warnings)
     code = 0 if report.identical else 1

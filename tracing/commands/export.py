@@ -13,8 +13,7 @@ import sys
 
 from clicore.errors import CommandError
 from tracing.chrome import write_chrome_trace
-from tracing.commands.common import print_warnings
-from tracing.tracedir import TraceInputError, load_traces
+from tracing.commands.common import print_warnings, traces_or_error
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +23,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        loaded = load_traces(args.path)
-    except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
+    loaded = traces_or_error(args.path)
     traces = loaded.traces
     if args.ranks:
         from topology import parse_ranks

@@ -15,12 +15,10 @@ import sys
 import time
 
 from clicore.argtypes import non_negative_int
-from clicore.errors import CommandError
 from tracing.analysis.last import last_report
-from tracing.commands.common import console, print_warnings
+from tracing.commands.common import console, print_warnings, traces_or_error
 from tracing.liveness import process_status
 from tracing.render.jsonout import dumps
-from tracing.tracedir import TraceInputError, load_traces
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -32,11 +30,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        # The newest thousand events suffice: open frames come from the ring's stack slots, not from events.
-        loaded = load_traces(args.path, tail=max(1024, 64 * args.events))
-    except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
+    # The newest thousand events suffice: open frames come from the ring's stack slots, not from events.
+    loaded = traces_or_error(args.path, tail=max(1024, 64 * args.events))
     statuses = {
         t.identity.rank: process_status(t.identity.host, t.identity.pid, t.identity.argv[0] if t.identity.argv else None)
         for t in loaded.traces
