@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from experiments.launch import Launched, Launcher
-from hangdoctor.watch.jobstate import DONE, PENDING, JobState
+from hangdoctor.watch.jobstate import DONE, ENDING, PENDING, JobState
 from hangdoctor.watch.logtail import LogTail
 from hangdoctor.watch.stall import StallClock
 from throughput.megatron_log import ParsedIteration, parse_iteration_line
@@ -84,7 +84,9 @@ def watch(launcher: Launcher, run: Launched, limits: Limits, *, on_iteration: Ca
             if state.exit_code == 0:
                 return result(COMPLETED, state.detail, state)
             return result(FAILED, state.detail or "ended", state)
-        if state.phase == PENDING:
+        if state.phase == ENDING:  # the final state and exit code come after (the jobstate bounds this)
+            pass
+        elif state.phase == PENDING:
             if now - began > limits.queue_timeout:
                 return result(NOT_STARTED, f"still {state.detail or 'queued'} after {limits.queue_timeout:g}s", state)
         else:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoctor.watch.jobstate import DONE, PENDING, JobState
+from hangdoctor.watch.jobstate import DONE, ENDING, PENDING, JobState
 from hangdoctor.watch.stall import StallClock
 from slurm.errors import SlurmCommandMissing
 from slurm.process import run_command
@@ -118,7 +118,7 @@ def watch(plan: WatchPlan, say: Callable[[str], None], *, now: Callable[[], floa
             outcome.ended, outcome.succeeded = state.detail, state.succeeded
             record("ended", f"job ended: {state.detail}", succeeded=state.succeeded, exit_code=state.exit_code)
             return outcome
-        if state.phase == PENDING:
+        if state.phase in (PENDING, ENDING):  # not started, or its processes being ended: nothing can stall
             sleep(plan.poll)
             continue
         if not running:

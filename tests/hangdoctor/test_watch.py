@@ -167,3 +167,34 @@ def test_bad_input_is_one_line(tmp_path, args, code, message):
     assert result.returncode == code, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.stderr, result.stderr
+
+
+def test_completing_is_not_the_end_until_the_final_state_or_the_bound():
+    """COMPLETING carries no final state or exit code yet (seen on the busy test cluster: a cancelled job read
+    as 'ended: COMPLETING'): the watch waits for CANCELLED/FAILED, at most ENDING_LIMIT seconds. The scontrol
+    text is the recorded one with its state and exit code replaced: COMPLETING cannot be held on demand."""
+    from hangdoctor.watch.jobstate import DONE, ENDING, ENDING_LIMIT, RUNNING, SlurmJobState
+    from slurm.jobs import parse_show_job
+
+    recorded = (REPO / "tests" / "slurm" / "data" / "show_job_completed.txt").read_text()
+
+    def job_in(state: str, exit_code: str):
+        return parse_show_job(recorded.replace("JobState=COMPLETED", f"JobState={state}")
+                              .replace("ExitCode=0:0", f"ExitCode={exit_code}"))[0]
+
+    answers = iter([job_in("RUNNING", "0:0"), job_in("COMPLETING", "0:0"), job_in("COMPLETING", "0:0"),
+                    job_in("FAILED", "1:0")])
+    t = [0.0]
+    state = SlurmJobState("3", show=lambda *a, **k: next(answers), clock=lambda: t[0])
+    seen = []
+    for step in (0, 1, 30, 31):
+        t[0] = step
+        seen.append(state())
+    assert [(s.phase, s.detail) for s in seen] == [(RUNNING, "RUNNING"), (ENDING, "COMPLETING"),
+                                                   (ENDING, "COMPLETING"), (DONE, "FAILED (exit 1)")]
+    stuck = SlurmJobState("3", show=lambda *a, **k: job_in("COMPLETING", "0:9"), clock=lambda: t[0])
+    t[0] = 100.0
+    assert stuck().phase == ENDING
+    t[0] = 100.0 + ENDING_LIMIT + 1
+    final = stuck()
+    assert final.phase == DONE and final.exit_code == -9 and "has not released the job" in final.detail
