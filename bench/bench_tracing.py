@@ -61,8 +61,11 @@ MODES = ("untraced", "stdlib-trace", "stream", "ring")
 
 
 def backend_modes() -> tuple[str, ...]:
-    """The ring with each backend this Python has, to compare them."""
-    names = ["settrace", "setprofile"] + (["monitoring"] if sys.version_info >= (3, 12) else [])
+    """The ring with each backend this Python has, to compare them: the C hook where it builds, and the old
+    Python backends beside it."""
+    from tracing import native
+    names = (["c"] if native.load() is not None else []) + ["settrace", "setprofile"] + (
+        ["monitoring"] if sys.version_info >= (3, 12) else [])
     return tuple(f"ring:{name}" for name in names)
 
 
@@ -155,20 +158,26 @@ def summarize(samples: dict[tuple[str, str], list[dict]], modes, workloads) -> l
                 "workload": w, "mode": mode, "backend": first.get("backend", ""), "cpu_s": cpu, "ratio": cpu / base,
                 "ratio_range": [paired[0], paired[-1]], "bytes_written": written, "bytes_per_step": written / steps,
                 "file_bytes": first["bytes"], "events_per_step": first.get("events", 0) / steps,
+                # the added CPU time per event of the timed steps (the run wrote one untimed warm-up step more):
+                # what one selected event costs, the unselected calls around it included
+                "us_per_event": (cpu - base) / (first["events"] * steps / (steps + 1)) * 1e6
+                if first.get("events") else None,
             })
     return rows
 
 
 def print_table(rows: list[dict], repeats: int) -> None:
     print(f"\nPython {sys.version.split()[0]}, {repeats} interleaved repeats, CPU time, ratio = median / median untraced")
-    print("| workload | mode | backend | median CPU s | ratio | paired range | written per rank | per step | events/step |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workload | mode | backend | median CPU s | ratio | paired range | written per rank | per step | events/step "
+          "| µs/event |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         written = "–" if r["mode"] == "untraced" else human_bytes(r["bytes_written"])
         per_step = "–" if r["mode"] == "untraced" else human_bytes(r["bytes_per_step"])
         events = f"{r['events_per_step']:.0f}" if r["events_per_step"] else "–"
+        per_event = f"{r['us_per_event']:.2f}" if r["us_per_event"] is not None else "–"
         print(f"| {r['workload']} | {r['mode']} | {r['backend'] or '–'} | {r['cpu_s']:.3f} | {r['ratio']:.2f}x | "
-              f"{r['ratio_range'][0]:.2f}-{r['ratio_range'][1]:.2f} | {written} | {per_step} | {events} |")
+              f"{r['ratio_range'][0]:.2f}-{r['ratio_range'][1]:.2f} | {written} | {per_step} | {events} | {per_event} |")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,10 @@ lookup for the thread, a clock read and one `pack_into` into the shared mapping 
 thread's open-frame stack), or one formatted line and one write(2) for the stream. The stack write of a call also
 carries the line its caller is at (ringformat.py): the backend hands over the frame the call came from, and the
 nearest selected frame at or above it (one or two f_back steps, each a cache lookup) gives its f_lineno.
+
+With the C hook (backend "c", tracing/native/) the same work is done by its C writer: emit is the writer's, the
+thread states are its ThreadState objects (the same attributes), and event numbers come from it, so events
+written here (gaps, lines) and in C share one sequence.
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ class ThreadState:
 
 
 class Recorder:
-    def __init__(self, ring: RingWriter | None, stream: StreamWriter | None, *, t0_mono_ns: int) -> None:
+    def __init__(self, ring: RingWriter | None, stream: StreamWriter | None, *, t0_mono_ns: int, native=None,
+                 table: Mapping | None = None) -> None:
+        """native: the C hook's module, to write through its Writer; table: its CodeTable (the selection)."""
         self.ring = ring
         self.stream = stream
         self.t0_mono_ns = t0_mono_ns
@@ -52,6 +58,15 @@ class Recorder:
         self._lock = threading.Lock()
         self._c_ids: dict[tuple, int] = {}
         self._next_seq = itertools.count().__next__  # event numbers, shared by emit() and mark_gap()
+        self._state_type = ThreadState
+        self.writer = None  # the C writer, when native
+        if native is not None:
+            self.writer = native.Writer(
+                ring.buf if ring is not None else None, ring.capacity if ring is not None else 1,
+                ring.records_off if ring is not None else 0, t0_mono_ns, stream.fd if stream is not None else -1,
+                self.stream_names, table, self.new_thread)
+            self._next_seq = self.writer.next_seq
+            self._state_type = native.ThreadState
 
     # -- rare paths: new code locations and new threads ---------------------------------------------------
     def define(self, loc: CodeLocation) -> int:
@@ -106,7 +121,7 @@ class Recorder:
                     limit = self.ring.max_depth
             if self.stream is not None:
                 self.stream.add_thread(index, ident, native_id, name, is_main)
-            state = self.states[ident] = ThreadState(index, stack_off, limit)
+            state = self.states[ident] = self._state_type(index, stack_off, limit)
             return state
 
     def mark_gap(self, st: ThreadState) -> None:
@@ -134,6 +149,11 @@ class Recorder:
         if self.ring is not None and 0 <= d < st.limit and line:
             fmt.U32.pack_into(self.ring.buf, st.stack_off + fmt.ENTRY_SIZE * d + 4, line)
 
+    def release(self) -> None:
+        """Before the ring's mapping and the stream file close: the C writer lets go of both."""
+        if self.writer is not None:
+            self.writer.release()
+
     def reset_depths(self) -> None:
         """After a stop: the next start records the open frames afresh, so every stack starts empty."""
         for state in self.states.values():
@@ -150,6 +170,8 @@ class Recorder:
         f_back; a C call: the calling frame). selected maps code objects to code ids (0: not selected); the
         nearest frame at or above caller whose code is selected is the new frame's parent, and its f_lineno
         goes into the parent's stack entry: the line the parent is executing."""
+        if self.writer is not None:
+            return self.writer.emit  # the same, in C (its selection is the table it was given)
         states_get = self.states.get
         new_thread = self.new_thread
         get_ident = threading.get_ident

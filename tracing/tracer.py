@@ -24,6 +24,7 @@ from tracing.backends import Hooks, backend_class, resolve_backend
 from tracing.backends.hookwatch import HookWatch
 from tracing.config import TraceConfig
 from tracing.identity import RankIdentity, current_identity
+from tracing.native import load as load_native
 from tracing.records import EXITED, OPEN, STOPPED, CodeLocation
 from tracing.recorder import Recorder, describe_meta
 from tracing.ringwriter import RingWriter
@@ -51,6 +52,7 @@ class Tracer:
         self.identity = identity or current_identity()
         self.selector, self.matcher, self.backend_name = check_config(config)
         self._backend_class = backend_class(self.backend_name)
+        self._native = load_native() if self.backend_name == "c" else None  # the C hook writes the events
         out = os.path.abspath(config.out)
         self.ring_path = os.path.join(out, self.identity.file_name("trace", "ring")) if config.ring else None
         self.stream_path = os.path.join(out, self.identity.file_name("trace", "txt")) if config.stream else None
@@ -104,6 +106,7 @@ class Tracer:
         self.status = "closed"
         if self._recorder is not None:
             self._set_state(state, exit_code)
+            self._recorder.release()
             for sink in (self._recorder.ring, self._recorder.stream):
                 if sink is not None:
                     sink.close()
@@ -137,7 +140,10 @@ class Tracer:
             ring = RingWriter(self.ring_path, self.config.ring, meta, t0_mono_ns=t0_mono, t0_wall_ns=t0_wall)
         if self.stream_path:
             stream = StreamWriter(self.stream_path, meta)
-        self._recorder = Recorder(ring, stream, t0_mono_ns=t0_mono)
+        if self._native is not None:
+            self._cache = self._native.CodeTable()  # one selection cache, read by C by pointer and by Python
+        self._recorder = Recorder(ring, stream, t0_mono_ns=t0_mono, native=self._native,
+                                  table=self._cache if self._native is not None else None)
         self._emit = self._recorder.make_emit(self._cache)
         self._c_call, self._c_return = self._recorder.make_c_hooks(self._emit)
 
@@ -145,7 +151,7 @@ class Tracer:
         return Hooks(cache=self._cache, classify=self._classify, emit=self._emit, c_call=self._c_call,
                      c_return=self._c_return, c_function_id=self._recorder.c_function_id,
                      c_calls=self.config.c_calls, on_error=self._on_error, resume=self._resume,
-                     threads=self._recorder.states)
+                     threads=self._recorder.states, writer=self._recorder.writer)
 
     def _classify(self, code: CodeType) -> int:
         code_id = 0
@@ -201,7 +207,7 @@ class Tracer:
     def _record_open(self, state, selected: list[tuple[object, int]]) -> None:
         for f, code_id in selected:
             self._emit(OPEN, code_id, state, f.f_back)
-            self._backend.adopt(f)
+            self._backend.adopt(f, state)
         if selected:
             self._recorder.note_line(state, selected[-1][0].f_lineno)
 
@@ -256,6 +262,7 @@ class Tracer:
             self._backend = None
         self._watch = None  # its thread did not survive the fork
         if self._recorder is not None:
+            self._recorder.release()
             for sink in (self._recorder.ring, self._recorder.stream):
                 if sink is not None:
                     sink.forget()

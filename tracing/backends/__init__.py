@@ -1,5 +1,8 @@
 """Backends feed the recorder with call/return events of selected code, each with a different CPython hook.
 
+- `c` (the default wherever it can be built, see tracing/native/): the C hook. On 3.10/3.11 a frame-evaluation
+  function (PEP 523): unselected code costs one pointer lookup per frame start; on 3.12+ sys.monitoring with
+  its callbacks in C. Selected events are written by C too. Covers every thread. Cannot see C calls before 3.12.
 - `monitoring` (Python 3.12+): `sys.monitoring`; an unselected code object gets DISABLE at its first event and
   costs nothing afterwards. Covers every thread.
 - `settrace` (the default before 3.12): a global trace function sees each Python call once; selected frames get a
@@ -8,6 +11,7 @@
 Before 3.12 the last two trace the thread that starts tracing and the threads started after it: Python offers no
 way to hook a thread that is already running (3.12 added threading.settrace_all_threads, used there). CPython drops
 their hook on a thread when calling it raises (a RecursionError in deep recursion): hookguard.py puts it back.
+The last three are the fallback: `auto` takes them, after one Warning line, when the C hook cannot be built.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
-BACKENDS = ("auto", "monitoring", "settrace", "setprofile")
+BACKENDS = ("auto", "c", "monitoring", "settrace", "setprofile")
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Hooks:
     on_error: Callable[[BaseException], None]  # a hook failed: stop tracing, never break the program
     resume: Callable[[FrameType | None], bool]  # this thread lost its hook: record a gap, then its open frames
     threads: Container[int]  # idents of the threads that recorded events (hookguard.py watches their hooks)
+    writer: object = None  # backend "c": the recorder's C writer (tracing.native), which its hooks write through
 
 
 def resolve_backend(name: str, c_calls: bool) -> str:
@@ -43,15 +48,34 @@ def resolve_backend(name: str, c_calls: bool) -> str:
         raise ValueError("backend 'monitoring' needs Python 3.12 or newer (sys.monitoring)")
     if name == "settrace" and c_calls:
         raise ValueError("backend 'settrace' cannot see C calls; use 'setprofile' or 'auto' with C calls")
+    c_sees_c_calls = sys.version_info >= (3, 12)  # the frame-evaluation hook of 3.10/3.11 sees Python frames only
+    if name == "c":
+        if c_calls and not c_sees_c_calls:
+            raise ValueError("backend 'c' sees C calls on Python 3.12+ only; use 'setprofile' or 'auto' with C calls")
+        from tracing import native
+        if native.load() is None:
+            raise ValueError(f"backend 'c' cannot be used with this Python: {native.reason()}")
+        return name
     if name != "auto":
         return name
-    if sys.version_info >= (3, 12):
-        return "monitoring"
-    return "setprofile" if c_calls else "settrace"
+    fallback = "monitoring" if sys.version_info >= (3, 12) else "setprofile" if c_calls else "settrace"
+    if c_calls and not c_sees_c_calls:
+        return fallback
+    from tracing import native
+    if native.load() is not None:
+        return "c"
+    native.warn_fallback(fallback)
+    return fallback
 
 
 def backend_class(name: str):
     """Imported when the tracer is created, before `tracing run` points sys.path at the traced program."""
+    if name == "c" and sys.version_info >= (3, 12):
+        from tracing.backends.cmonitoring import CMonitoringBackend
+        return CMonitoringBackend
+    if name == "c":
+        from tracing.backends.evalhook import EvalHookBackend
+        return EvalHookBackend
     if name == "monitoring":
         from tracing.backends.monitoring import MonitoringBackend
         return MonitoringBackend

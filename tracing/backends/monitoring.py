@@ -54,7 +54,7 @@ class MonitoringBackend:
             self._armed.append(code)
         return code_id
 
-    def adopt(self, frame) -> None:
+    def adopt(self, frame, state=None) -> None:
         """A frame found open at the start: nothing to do, sys.monitoring reports its return anyway."""
 
     def wait(self, matcher, on_match) -> None:
@@ -77,6 +77,20 @@ class MonitoringBackend:
 
     def begin(self) -> None:
         tool = self._claim_tool()
+        hooks = self.hooks
+        for event, callback in self._callbacks():
+            M.register_callback(tool, event, callback)
+        if hooks.c_calls:
+            self._register_c_calls(tool)
+            for code, code_id in list(hooks.cache.items()):  # selected before a stop/start
+                if code_id and code not in self._armed:
+                    M.set_local_events(tool, code, C_EVENTS)
+                    self._armed.append(code)
+        M.set_events(tool, TRACE_EVENTS)
+        M.restart_events()  # locations DISABLEd while waiting for --start-at must report again
+
+    def _callbacks(self) -> tuple:
+        """(event, callback) for each event of TRACE_EVENTS."""
         hooks = self.hooks
         cache_get = hooks.cache.get
         classify = self.classify
@@ -128,17 +142,8 @@ class MonitoringBackend:
             except Exception as e:  # noqa: BLE001
                 on_error(e)
 
-        for event, callback in ((E.PY_START, enter), (E.PY_RESUME, enter), (E.PY_THROW, throw),
-                                (E.PY_RETURN, leave), (E.PY_YIELD, leave), (E.PY_UNWIND, unwind)):
-            M.register_callback(tool, event, callback)
-        if hooks.c_calls:
-            self._register_c_calls(tool)
-            for code, code_id in list(hooks.cache.items()):  # selected before a stop/start
-                if code_id and code not in self._armed:
-                    M.set_local_events(tool, code, C_EVENTS)
-                    self._armed.append(code)
-        M.set_events(tool, TRACE_EVENTS)
-        M.restart_events()  # locations DISABLEd while waiting for --start-at must report again
+        return ((E.PY_START, enter), (E.PY_RESUME, enter), (E.PY_THROW, throw), (E.PY_RETURN, leave),
+                (E.PY_YIELD, leave), (E.PY_UNWIND, unwind))
 
     def _register_c_calls(self, tool: int) -> None:
         hooks = self.hooks

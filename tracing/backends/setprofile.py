@@ -30,7 +30,7 @@ class SetprofileBackend:
         """Will this frame's return be reported? (backends/hookwatch.py compares that with the recorded depth.)"""
         return bool(self.hooks.cache.get(frame.f_code))
 
-    def adopt(self, frame) -> None:
+    def adopt(self, frame, state=None) -> None:
         """A frame open at the start: the profile hook reports its return without help."""
 
     def wait(self, matcher, on_match) -> None:

@@ -39,7 +39,7 @@ class SettraceBackend:
         """Will this frame's return be reported? (backends/hookwatch.py compares that with the recorded depth.)"""
         return frame.f_trace is self._local
 
-    def adopt(self, frame) -> None:
+    def adopt(self, frame, state=None) -> None:
         """A selected frame open at the start: give it the local trace function so that its return is heard."""
         frame.f_trace_lines = False
         frame.f_trace = self._local
