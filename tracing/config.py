@@ -4,7 +4,7 @@
 
 Keys: include, exclude (comma-separated patterns, see selection.py), out (directory), ring (events kept; 0 turns
 the ring off), stream (1 writes the streaming text file), start_at (function), c_calls (1), backend
-(auto|monitoring|settrace|setprofile), tee (1 copies stdout/stderr into a per-rank file), ranks (e.g. 0-3,8:
+(auto|c|monitoring|settrace|setprofile), tee (1 copies stdout/stderr into a per-rank file), ranks (e.g. 0-3,8:
 only these ranks trace).
 """
 

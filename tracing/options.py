@@ -28,7 +28,8 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
                         help="begin when FUNC is first entered: train_step, Class.method or pkg.module:Class.method")
     parser.add_argument("--c-calls", action="store_true", help="also record C functions called from traced code")
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
-                        help="auto: sys.monitoring on 3.12+, settrace before (setprofile with --c-calls)")
+                        help="auto: the C hook (c) where it builds, else sys.monitoring on 3.12+ and settrace before; "
+                             "setprofile with --c-calls before 3.12")
     parser.add_argument("--tee", action="store_true",
                         help="copy stdout and stderr into stdout-{host}-{local_rank}-{pid}.txt in --out")
 

@@ -23,7 +23,7 @@ COMBOS = [
     ("3.13.0", "c"), ("3.13.0", "monitoring"),
 ]
 SCENARIOS = ["selection", "exclusion", "shapes", "threads", "start_at", "stop_start", "c_calls", "lines",
-             "open_returns"]
+             "open_returns", "throw_first"]
 
 
 def exercise(version: str | None, backend: str, scenario: str, tmp_path) -> dict:
@@ -130,6 +130,10 @@ def test_backend_scenario(version, backend, scenario, tmp_path):
         expected = [[name, marks[name.removeprefix("lines_")], "executing"] for name in names]
         expected[-1][2] = "last call"
         assert result["extra"]["frames"] == expected
+    elif scenario == "throw_first":
+        left = "exc" if backend in ("monitoring", "c") else "ret"
+        assert result["extra"]["caught"] == "KeyError('x')"  # the program's exception, untouched by the hook
+        assert events == opening + [("call", "fresh_gen", 3, "MainThread"), (left, "fresh_gen", 3, "MainThread")]
     elif scenario == "open_returns":
         # The same events from every backend; the frame hook records starts_tracing's return when the next call
         # under scenario shows that it no longer runs.
