@@ -90,7 +90,8 @@ def verdict_panel(verdict: Verdict) -> Panel:
             on = f"on {', '.join(hosts[:4])}{', …' if len(hosts) > 4 else ''}" if hosts else ""
             where_ = " ".join(part for part in (_coords(ranks, verdict).strip(), on) if part)
             rows.append((Text(rank_word(ranks), "bold"), Text.assemble(
-                f"{where_}: " if where_ else "", (UNRESPONSIVE_REASONS.get(status, status), "red"))))
+                # the state only: why it matters is the suspect's reason, below
+                f"{where_}: " if where_ else "", (UNRESPONSIVE_REASONS.get(status, status).split(":")[0], "red"))))
         lines.append(labelled(rows))
     if verdict.suspects:
         lines.append(Text("Suspects", style="bold"))
