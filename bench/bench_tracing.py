@@ -1,8 +1,12 @@
 """Cost of tracing, measured side by side in one run: stdlib `trace` (the seed's method), our stream mode and our
 ring mode, as CPU-time ratios to the same workload untraced, with the bytes each writes.
 
-    python bench/bench_tracing.py [--repeats 5] [--workloads call_heavy,selective] [--backends] [--json FILE]
+    python bench/bench_tracing.py [--repeats 5] [--workloads call_heavy,selective] [--backends] [--floors]
     PYENV_VERSION=3.12.1 pyenv exec python bench/bench_tracing.py      # any Python 3.10+, stdlib only
+
+--backends adds the ring written by each backend this Python has (the C hook, and the Python ones beside it);
+--floors adds each kind of CPython hook installed and doing nothing (bench/tracing_hooks/floors.py), the cost a
+backend built on it cannot go below; the µs/event column is the added CPU time per event written.
 
 Every measurement runs in a fresh interpreter (a tracer cannot be fully removed from a process, and each one
 must start cold); repeats are interleaved (rep 1 of every mode, then rep 2, ...) so that the machine's noise hits
@@ -84,6 +88,10 @@ def measure(mode: str, workload: Workload, workdir: str) -> dict:
 
     wall = time.perf_counter()
     if mode == "untraced":
+        cpu = timed()
+    elif mode.startswith("floor:"):
+        from bench.tracing_hooks import floors
+        floors.install(mode)
         cpu = timed()
     elif mode == "stdlib-trace":
         import trace
@@ -172,8 +180,9 @@ def print_table(rows: list[dict], repeats: int) -> None:
           "| µs/event |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        written = "–" if r["mode"] == "untraced" else human_bytes(r["bytes_written"])
-        per_step = "–" if r["mode"] == "untraced" else human_bytes(r["bytes_per_step"])
+        writes = r["mode"] != "untraced" and not r["mode"].startswith("floor:")
+        written = human_bytes(r["bytes_written"]) if writes else "–"
+        per_step = human_bytes(r["bytes_per_step"]) if writes else "–"
         events = f"{r['events_per_step']:.0f}" if r["events_per_step"] else "–"
         per_event = f"{r['us_per_event']:.2f}" if r["us_per_event"] is not None else "–"
         print(f"| {r['workload']} | {r['mode']} | {r['backend'] or '–'} | {r['cpu_s']:.3f} | {r['ratio']:.2f}x | "
@@ -186,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {', '.join(MODES)}")
     parser.add_argument("--backends", action="store_true", help="also time the ring with every backend available")
+    parser.add_argument("--floors", action="store_true",
+                        help="also time each kind of hook doing nothing (bench/tracing_hooks/floors.py)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every workload's steps (longer runs, less noise)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -203,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         modes.insert(0, "untraced")
     if args.backends:
         modes += [m for m in backend_modes() if m not in modes]
+    if args.floors:
+        from bench.tracing_hooks import floors
+        modes += [m for m in floors.available() if m not in modes]
+        floors.build(tempfile.mkdtemp(prefix="bench-floors-"))
     unknown = [w for w in workloads if w not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(WORKLOADS)}")

@@ -108,8 +108,9 @@ def _build_in(target: str) -> str:
     return target
 
 
-def compile_to(output: str, digest: str | None = None) -> None:
-    """One compiler run over all the sources for this interpreter. Raises BuildError."""
+def compile_to(output: str, sources: list[str] | None = None, digest: str | None = None) -> None:
+    """One compiler run over the hook's sources (or others: bench/bench_tracing_hooks.py) for this interpreter,
+    into the extension module `output`. Raises BuildError."""
     paths = sysconfig.get_paths()
     includes = list(dict.fromkeys(p for p in (paths["include"], paths.get("platinclude")) if p))
     if not any(os.path.exists(os.path.join(p, "Python.h")) for p in includes):
@@ -118,7 +119,7 @@ def compile_to(output: str, digest: str | None = None) -> None:
     compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     command = [*compiler, "-shared", "-fPIC", "-O2", *(f"-I{p}" for p in includes),
                f'-DCTRACE_DIGEST="{digest or source_digest()}"',
-               *(os.path.join(HERE, name) for name in SOURCES if name.endswith(".c")), "-o", output]
+               *(sources or [os.path.join(HERE, name) for name in SOURCES if name.endswith(".c")]), "-o", output]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
                               stdin=subprocess.DEVNULL)
