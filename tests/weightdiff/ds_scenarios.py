@@ -13,9 +13,16 @@ writes no layer file for it). ZeRO-1 with torch's AdamW. Scenarios, each with it
             isinstance rule (so it is decayed). Same save / fresh-load / dump sequence as healthy.
 - desync/   tied-gradient all-reduce disabled (get_tied_weights_and_groups returns nothing): copies drift;
             the after-dump of iteration 2 on dp=1, pp=0 also gets one element changed (a diverged replica).
-
+            Saved to ckpt/ after iteration 2: the last stage's master of the tied embedding is its own drifted
+            copy, not the first stage's stored one.
 - bn/       a PipelineModule of Linear, ReLU, BatchNorm1d, Linear, ReLU, Linear (ReLU layers: empty layer
             files; BatchNorm: buffers), the same data on every dp rank: one step dumped to run/, saved to ckpt/.
+- zero2/    a plain nn.Module (no pipeline) over all 4 ranks as DP=4, ZeRO stage 2, bf16: two steps, saved to
+            ckpt/ (bf16 module weights in mp_rank_00, fp32 master partitions in bf16_zero_pp_rank_{0..3}_*; what
+            zero_to_fp32 and ds_to_universal take).
+- bf16pp/   a pipeline like bn/'s (a LayerNorm for the BatchNorm) with bf16 and ZeRO stage 0, so DeepSpeed's
+            bf16 optimizer (BLOOM's setup): fp32 masters partitioned over dp, no ZeRO param_shapes; two steps,
+            saved to ckpt/.
 
 Also writes OUT/groups-rank{R}.json: param_groups_by_name on the DeepSpeed ZeRO optimizer vs on the torch one.
 """
@@ -155,6 +162,49 @@ def scenario_buffers(out: Path, coords) -> None:
     engine.save_checkpoint(str(out / "ckpt"), tag="global_step1")
 
 
+def _config(dp: int, stage: int, bf16: bool = False) -> dict:
+    return {"train_batch_size": MICRO * GAS * dp, "train_micro_batch_size_per_gpu": MICRO,
+            "gradient_accumulation_steps": GAS, "zero_optimization": {"stage": stage}, "bf16": {"enabled": bf16},
+            "steps_per_print": 10**9}
+
+
+def scenario_zero2_bf16(out: Path) -> None:
+    import deepspeed
+
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(HIDDEN, 3 * HIDDEN), nn.LayerNorm(3 * HIDDEN), nn.ReLU(), nn.Linear(3 * HIDDEN, 5))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=_config(torch.distributed.get_world_size(), 2, True))
+    g = torch.Generator().manual_seed(100 + torch.distributed.get_rank())
+    for _ in range(2):
+        for _ in range(GAS):
+            x = torch.randn(MICRO, HIDDEN, generator=g).bfloat16()
+            engine.backward(engine(x).float().pow(2).mean())
+            engine.step()
+    engine.save_checkpoint(str(out / "ckpt"), tag="global_step2")
+
+
+def scenario_bf16_pipeline(out: Path) -> None:
+    import deepspeed
+    from deepspeed.pipe import LayerSpec, PipelineModule
+
+    torch.manual_seed(6)
+    layers = [LayerSpec(nn.Linear, HIDDEN, HIDDEN), LayerSpec(nn.ReLU), LayerSpec(nn.LayerNorm, HIDDEN),
+              LayerSpec(nn.Linear, HIDDEN, HIDDEN), LayerSpec(nn.ReLU), LayerSpec(nn.Linear, HIDDEN, 1)]
+    model = PipelineModule(layers, loss_fn=lambda y, target: F.mse_loss(y.float(), target.float()), num_stages=2,
+                           partition_method="uniform")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt,
+                                           config=_config(int(os.environ["WORLD_SIZE"]) // 2, 0, True))
+    g = torch.Generator().manual_seed(78)
+    batches = [(torch.randn(MICRO, HIDDEN, generator=g).bfloat16(), torch.randn(MICRO, 1, generator=g).bfloat16())
+               for _ in range(2 * GAS)]
+    data = iter(batches)
+    engine.train_batch(data_iter=data)
+    engine.train_batch(data_iter=data)
+    engine.save_checkpoint(str(out / "ckpt"), tag="global_step2")
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     import deepspeed
@@ -165,6 +215,7 @@ def main() -> None:
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     coords = ParallelDims.from_world(world, tp=1, pp=2).coords(rank)
 
+    scenario_zero2_bf16(out / "zero2")  # first: DeepSpeed keeps the pipeline engines' model-parallel groups after
     scenario_save_and_resume(out / "healthy", coords, tie_norm=True, naive=False)
     scenario_save_and_resume(out / "seedbug", coords, tie_norm=False, naive=True)
     scenario_buffers(out / "bn", coords)
@@ -172,8 +223,10 @@ def main() -> None:
     engine, groups, opt = build(seed=3, tie_norm=True, naive=False)
     engine.module.get_tied_weights_and_groups = lambda: []  # the seed's missing tied-gradient reduction
     train(engine, groups, coords, out / "desync", range(1, 3), corrupt_last_after=lambda c: c.dp == 1 and c.pp == 0)
+    engine.save_checkpoint(str(out / "desync" / "ckpt"), tag="global_step2")
     from_ds = weightdiff.param_groups_by_name(engine.module, engine.optimizer)
     (out / f"groups-rank{rank}.json").write_text(json.dumps({"torch": groups, "deepspeed": from_ds}))
+    scenario_bf16_pipeline(out / "bf16pp")
     torch.distributed.barrier()
     if rank == 0:
         (out / "done").write_text("ok\n")

@@ -6,28 +6,21 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 
 import pytest
 import torch
 from rich.console import Console
 from safetensors.torch import load_file
 
-from tests.support import REPO, child_env, run_bounded
 from weightdiff.cli import main
 from weightdiff.read.checkpoint import OPAQUE_GLOBALS, safe_load
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # one torchrun launch in the fixture
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # one torchrun launch in the session's fixture
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ds")
-    done = run_bounded([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
-                        str(REPO / "tests" / "weightdiff" / "ds_scenarios.py"), str(out)],
-                       timeout=300, env=child_env(DS_ACCELERATOR="cpu"), cwd=REPO)
-    assert done.returncode == 0 and (out / "done").exists(), done.output[-6000:]
-    return out
+@pytest.fixture
+def runs(ds_runs):
+    return ds_runs  # one launch per session: tests/weightdiff/conftest.py
 
 
 def _cli(argv):

@@ -113,6 +113,39 @@ def test_hf_safetensors_single_and_sharded(tmp_path):
     assert "3.weight  differs" in out and "2 could not be read" in out
 
 
+def _bin_shards(folder: Path, sd: dict[str, torch.Tensor]) -> Path:
+    """HF's sharded .bin layout (what save_pretrained(safe_serialization=False) and zero_to_fp32 with a shard
+    size write): torch.save shards pytorch_model-0000K-of-0000N.bin and pytorch_model.bin.index.json."""
+    folder.mkdir()
+    names = {"pytorch_model-00001-of-00002.bin": [k for k in sd if k.startswith("0.")],
+             "pytorch_model-00002-of-00002.bin": [k for k in sd if not k.startswith("0.")]}
+    for shard, keys in names.items():
+        torch.save({k: sd[k] for k in keys}, folder / shard)
+    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in sd.values())},
+             "weight_map": {k: shard for shard, keys in names.items() for k in keys}}
+    (folder / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    return folder
+
+
+def test_sharded_bin_checkpoints(tmp_path):
+    sd = _state()
+    a = _bin_shards(tmp_path / "a", sd)
+    torch.save(sd, tmp_path / "single.pt")
+    code, out, errors = _cli([str(a), str(tmp_path / "single.pt")])
+    assert code == 0 and not errors and "9 tensors equal" in out
+    changed = {k: v.clone() for k, v in sd.items()}
+    changed["1.running_mean"][6] -= 2.0
+    b = _bin_shards(tmp_path / "b", changed)
+    code, out, errors = _cli([str(a), str(b / "pytorch_model.bin.index.json")])
+    assert code == 1 and not errors
+    assert "1.running_mean (buffer)  differs" in out and "first at index [6]" in out and "8 tensors equal" in out
+    shard = b / "pytorch_model-00001-of-00002.bin"
+    shard.write_bytes(shard.read_bytes()[:100])
+    code, out, errors = _cli([str(a), str(b)])
+    assert code == 3 and len(errors) == 1 and shard.name in errors[0] and "its 2 tensors not compared" in errors[0]
+    assert "1.running_mean (buffer)  differs" in out and "2 could not be read" in out
+
+
 def test_mixed_pair_and_name_map(tmp_path):
     sd = _state()
     torch.save({"model": sd}, tmp_path / "nested.pt")  # flattened as model.0.weight ...

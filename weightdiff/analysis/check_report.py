@@ -23,6 +23,7 @@ from pathlib import Path
 from topology import ParallelDims, describe_ranks
 from weightdiff.analysis.classify import no_decay_reason, tp_duplicate_reason
 from weightdiff.analysis.compare import Tolerance, compare_tensor
+from weightdiff.analysis.findings import Finding, Unchecked
 from weightdiff.read.dtypes import itemsize
 from weightdiff.analysis.grid import grid_json, infer_dims, placement_rank
 from weightdiff.errors import BadInput
@@ -32,6 +33,7 @@ from weightdiff.read.values import open_values
 from weightdiff.records import RankDump
 
 TIED, DP, TP, AUDIT = "tied copies", "dp replicas", "tp duplicates", "param groups"
+CHECKPOINT_KINDS = ("deepspeed-checkpoint", "megatron-checkpoint")  # one record per (pp, tp), masters beside
 
 
 @dataclass
@@ -51,20 +53,6 @@ class CopyDiff:
 
 
 @dataclass
-class Finding:
-    kind: str
-    name: str
-    ranks: list[int]
-    where: str
-    detail: str
-    max_abs: float | None = None
-    fraction: float | None = None
-    module_class: str = ""
-    pairs: list[dict] = field(default_factory=list)  # each differing copy: reference, other, max_abs, fraction
-    role: str = "parameter"  # or "buffer"
-
-
-@dataclass
 class CheckReport:
     path: str
     kind: str
@@ -76,14 +64,15 @@ class CheckReport:
     checked: dict[str, int]
     findings: list[Finding]
     not_checked: dict[str, int] = field(default_factory=dict)  # copies that could not be read, per check
+    unchecked: list[Unchecked] = field(default_factory=list)  # what a check could not look at, and why
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     def describe_selection(self) -> str:
-        if self.kind not in ("dumps", "deepspeed-checkpoint"):
+        if self.kind not in ("dumps", *CHECKPOINT_KINDS):
             return f"{self.kind}, the whole model in one record; {self.tolerance.describe()}"
-        what = "checkpoint step" if self.kind == "deepspeed-checkpoint" else f"{self.tag}-dump of iteration"
+        what = "checkpoint step" if self.kind in CHECKPOINT_KINDS else f"{self.tag}-dump of iteration"
         grid = f", TP={self.dims['tp']} PP={self.dims['pp']} DP={self.dims['dp']}" if self.dims else ""
         return f"{what} {self.iteration}, {self.ranks} ranks{grid}; {self.tolerance.describe()}"
 
@@ -250,7 +239,7 @@ def _verify_tensor_files(dumps: list[RankDump], jobs: int) -> list[str]:
 def build_check_report(sel: Selection, tol: Tolerance, *, jobs: int = 2) -> CheckReport:
     dumps = list(sel.dumps.values())
     if sel.kind == "deepspeed-checkpoint":
-        from weightdiff.read.checkpoint import with_optimizer_groups
+        from weightdiff.read.zero_files import with_optimizer_groups
 
         dumps = [with_optimizer_groups(d) for d in dumps]
     dims = infer_dims(dumps)
@@ -264,16 +253,26 @@ def build_check_report(sel: Selection, tol: Tolerance, *, jobs: int = 2) -> Chec
     audit, audited, notes = _audit(dumps, dims, replicated)
     order = {TIED: 0, DP: 1, TP: 2, AUDIT: 3}
     findings = sorted(findings, key=lambda f: (order[f.kind], -(f.max_abs or 0.0), f.name)) + audit
+    checked = {TIED: counts[TIED], DP: counts[DP], TP: counts[TP], AUDIT: audited}
+    errors = list(sel.errors) + file_errors + [t.error for t in tasks if t.error]
+    unchecked: list[Unchecked] = []
     if sel.whole:
         notes.append("one copy of each tensor: there are no tied copies, replicas or tp duplicates to compare")
-    if sel.kind == "deepspeed-checkpoint":
+    if sel.kind in CHECKPOINT_KINDS:
         notes.append("a checkpoint holds one copy per (pp, tp) and no tied head copy: dp replicas and tied "
                      "copies cannot be checked in it; dump the weights for that")
+        from weightdiff.analysis.master_check import MASTER, master_outcome
+
+        master = master_outcome(sel.kind, dumps, tol, jobs=jobs)
+        checked[MASTER] = master.checked
+        findings += master.findings
+        unchecked = master.unchecked
+        unread[MASTER] = len({(u.name, u.where) for u in unchecked})
+        notes += master.notes
+        errors += master.errors
     return CheckReport(
         path=str(sel.path), kind=sel.kind, iteration=sel.iteration, tag=sel.tag, ranks=len(dumps),
-        dims=grid_json(dims, dumps),
-        tolerance=tol, checked={TIED: counts[TIED], DP: counts[DP], TP: counts[TP], AUDIT: audited},
-        findings=findings, not_checked={k: n for k, n in unread.items() if n},
-        notes=notes, errors=list(dict.fromkeys(list(sel.errors) + file_errors + [t.error for t in tasks if t.error])),
-        warnings=list(sel.warnings),
+        dims=grid_json(dims, dumps), tolerance=tol, checked=checked, findings=findings,
+        not_checked={k: n for k, n in unread.items() if n}, unchecked=unchecked,
+        notes=notes, errors=list(dict.fromkeys(errors)), warnings=list(sel.warnings),
     )

@@ -61,7 +61,7 @@ class ValueDiff:
         return self.n_differ / self.numel if self.numel else 0.0
 
 
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     index = []
     for size in reversed(shape):
         flat, rest = divmod(flat, size) if size else (flat, 0)
@@ -188,10 +188,10 @@ def _compare_chunk(result: ValueDiff, a: np.ndarray, da: str, b: np.ndarray, db:
     if result.first_index is None or n == 1:
         first_here = int(np.argmax(mask))
         if result.first_index is None:
-            result.first_index = _unravel(offset + first_here, shape)
+            result.first_index = unravel(offset + first_here, shape)
     gaps, positions, top, peak = _gaps(a, da, b, db, mask, n, first_here, tol.exact and da == db)
     result.n_differ += n
     result.sum_abs += _sum(gaps)
     if top > result.max_abs or result.max_index is None:
         result.max_abs = top
-        result.max_index = _unravel(offset + (int(positions[peak]) if positions is not None else peak), shape)
+        result.max_index = unravel(offset + (int(positions[peak]) if positions is not None else peak), shape)

@@ -10,13 +10,16 @@ count of the equal ones, so a report over thousands of ranks stays small.
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from topology import RankCoords
 from weightdiff.analysis.classify import norm_reason
 from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
+from weightdiff.analysis.pairing import pair_keys, single_whole
 from weightdiff.analysis.stored_copies import StoredCopies
+from weightdiff.analysis.tp_shards import ShardView, shard_spec
 from weightdiff.errors import BadInput
 from weightdiff.read.dtypes import itemsize
 from weightdiff.read.sources import Selection
@@ -72,47 +75,11 @@ class PairResult:
     errors: list[str] = field(default_factory=list)
 
 
-def _single_whole(sel: Selection) -> RankDump | None:
-    dumps = list(sel.dumps.values())
-    return dumps[0] if len(dumps) == 1 and dumps[0].whole else None
-
-
-def pair_keys(a: Selection, b: Selection) -> tuple[list[tuple[RankDump, RankDump]], list[RankDump], list[RankDump]]:
-    """(pairs, only in a, only in b). A checkpoint side matches every dp rank of its (pp, tp); a whole-model
-    side (a state dict) matches every rank of the other side, which it covers by name."""
-    wa, wb = _single_whole(a), _single_whole(b)
-    if (wa is None) != (wb is None):
-        whole, other = (wa, b) if wa is not None else (wb, a)
-        ranks = sorted(other.dumps.values(), key=lambda d: d.key)
-        return [(whole, d) if wa is not None else (d, whole) for d in ranks], [], []
-    a_repl = any(d.replicated_dp for d in a.dumps.values())
-    b_repl = any(d.replicated_dp for d in b.dumps.values())
-    by_slice = a_repl or b_repl
-
-    def key(dump: RankDump) -> tuple:
-        return (dump.coords.pp, dump.coords.tp) if by_slice else dump.key
-
-    if a_repl and not b_repl:  # one checkpoint slice of a for every dp rank of b
-        a_index = {key(d): d for d in a.dumps.values()}
-        pairs = [(a_index[key(db)], db) for db in sorted(b.dumps.values(), key=lambda d: d.key)
-                 if key(db) in a_index]
-        only_b = [db for db in sorted(b.dumps.values(), key=lambda d: d.key) if key(db) not in a_index]
-        used = {id(da) for da, _ in pairs}
-        return pairs, [d for d in a.dumps.values() if id(d) not in used], only_b
-    b_index = {key(d): d for d in b.dumps.values()}
-    pairs, only_a, used = [], [], set()
-    for da in sorted(a.dumps.values(), key=lambda d: d.key):
-        db = b_index.get(key(da))
-        if db is None:
-            only_a.append(da)
-        else:
-            pairs.append((da, db))
-            used.add(id(db))
-    only_b = [d for d in b.dumps.values() if id(d) not in used]
-    return pairs, only_a, sorted(only_b, key=lambda d: d.key)
-
-
 def _where(da: RankDump, db: RankDump) -> RankCoords:
+    """Where a difference is: the ranked side's coordinates (a whole model has none; a checkpoint slice stands
+    for all dp ranks of its (pp, tp))."""
+    if da.whole != db.whole:
+        return db.coords if da.whole else da.coords
     return da.coords if db.replicated_dp and not da.replicated_dp else db.coords
 
 
@@ -185,15 +152,21 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
         result.diffs.append(ParamDiff(**base, status=status, note=note, numel=present.numel,
                                       shape_a=list(ma.shape) if ma else None, shape_b=list(mb.shape) if mb else None))
         return
+    shape, spec = ma.shape, None
     if ma.shape != mb.shape:
-        result.n_compared += 1
-        result.diffs.append(ParamDiff(**base, status=SHAPE, shape_a=list(ma.shape), shape_b=list(mb.shape),
-                                      dtype_a=ma.dtype, dtype_b=mb.dtype, numel=max(ma.numel, mb.numel)))
-        result.errors.append(f"{where.label()}: {name} has shape {list(ma.shape)} in a, {list(mb.shape)} in b; "
-                             "values not compared")
-        return
+        spec = _shard_of(da, db, ma, mb)
+        if spec is None:
+            result.n_compared += 1
+            result.diffs.append(ParamDiff(**base, status=SHAPE, shape_a=list(ma.shape), shape_b=list(mb.shape),
+                                          dtype_a=ma.dtype, dtype_b=mb.dtype, numel=max(ma.numel, mb.numel)))
+            result.errors.append(f"{where.label()}: {name} has shape {list(ma.shape)} in a, {list(mb.shape)} in b; "
+                                 "values not compared")
+            return
+        shape = mb.shape if da.whole else ma.shape  # the shard's: compared with its part of the whole tensor
+        if va is not None:
+            va, vb = (ShardView(va, spec), vb) if da.whole else (va, ShardView(vb, spec))
     fa, fb = ma.fingerprint, mb.fingerprint
-    if use_fingerprints and tol.exact and fa is not None and fb is not None and ma.dtype == mb.dtype:
+    if spec is None and use_fingerprints and tol.exact and fa is not None and fb is not None and ma.dtype == mb.dtype:
         if fa.sha256 == fb.sha256:
             result.n_compared += 1
             result.n_equal += 1
@@ -209,15 +182,27 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
         result.diffs.append(ParamDiff(**base, status=UNREADABLE, numel=ma.numel,
                                       note="no values and no comparable fingerprints"))
         return
-    vd = compare_tensor(va, vb, name, ma.shape, tol, max(itemsize(ma.dtype), itemsize(mb.dtype)),
-                        (ma.dtype, mb.dtype))
+    vd = compare_tensor(va, vb, name, shape, tol, max(itemsize(ma.dtype), itemsize(mb.dtype)), (ma.dtype, mb.dtype))
+    numel = math.prod(shape)
     result.n_compared += 1
-    result.elements += ma.numel
-    result.bytes_read += ma.numel * itemsize(ma.dtype) + mb.numel * itemsize(mb.dtype)
-    if vd.n_differ == 0 and ma.dtype == mb.dtype:
+    result.elements += numel
+    result.bytes_read += numel * (itemsize(ma.dtype) + itemsize(mb.dtype))
+    if vd.n_differ == 0 and (ma.dtype == mb.dtype or tol.rounded):
         result.n_equal += 1
         return
-    result.diffs.append(_from_values(base, vd, ma, mb))
+    diff = _from_values(base, vd, ma, mb)
+    if spec is not None:
+        diff.first_index, diff.max_index = spec.whole_index(diff.first_index), spec.whole_index(diff.max_index)
+        diff.note = "; ".join(x for x in (diff.note, spec.describe()) if x)
+    result.diffs.append(diff)
+
+
+def _shard_of(da: RankDump, db: RankDump, ma: TensorMeta, mb: TensorMeta):
+    """Where one side's tensor-parallel shard lies in the other side's whole tensor, or None."""
+    if da.whole == db.whole:
+        return None
+    (whole, part), part_dump = ((ma, mb), db) if da.whole else ((mb, ma), da)
+    return shard_spec(whole.shape, part.shape, part_dump.coords.tp, int((part_dump.dims or {}).get("tp", 1)))
 
 
 def _against_stored_copy(base: dict, name: str, present: TensorMeta, present_in_a: bool, va, vb, tol: Tolerance,
@@ -287,7 +272,7 @@ def compare_selections(a: Selection, b: Selection, tol: Tolerance, *, jobs: int 
 
 def _not_covered(a: Selection, b: Selection) -> list[PairResult]:
     """A whole-model side against ranks: the names that no rank of the other side holds, as missing there."""
-    wa, wb = _single_whole(a), _single_whole(b)
+    wa, wb = single_whole(a), single_whole(b)
     if (wa is None) == (wb is None):
         return []
     whole, others = (wa, b) if wa is not None else (wb, a)

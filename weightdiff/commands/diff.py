@@ -9,13 +9,15 @@ folder), a torch.distributed.checkpoint folder; it is paired with every rank of 
 (--name-map renames prefixes where the two name the model apart). Buffers are compared like parameters.
 When A and B are the same folder (a resumed run that dumps into the folder of the first), the default is the
 latest restart in it: the last after-dump written by the old processes vs the first before-dump of the new
-ones. Every element is compared, bitwise unless --atol/--rtol are given.
+ones. Every element is compared, bitwise unless --atol/--rtol are given; --round compares a wider float type
+with a narrower one after rounding it (an fp32 master or zero_to_fp32 output against bf16 weights).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -34,6 +36,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name-map", metavar="FILE", type=Path,
                         help='JSON {"old prefix": "new prefix"} applied to the names of both sides before pairing '
                              "(a DeepSpeed checkpoint against its HF export)")
+    parser.add_argument("--round", action="store_true",
+                        help="where the two sides hold a tensor in different float types, round the wider to the "
+                             "narrower (as .to() does) and compare exactly: an fp32 master or zero_to_fp32 output "
+                             "against bf16 weights")
     parser.add_argument("--trust-fingerprints", action="store_true",
                         help="treat tensors whose SHA-256 in the sidecars are equal as equal without reading them")
     add_common(parser)
@@ -51,7 +57,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from weightdiff.read.name_map import apply_name_map, load_name_map
     from weightdiff.read.sources import restart_boundary, scan, select
 
-    tol = tolerance(args)
+    tol = replace(tolerance(args), rounded=args.round)
     if _same_folder(args.a, args.b) and args.a_iteration is None and args.b_iteration is None \
             and args.a.is_dir() and scan(args.a).names:
         boundary = restart_boundary(args.a)

@@ -18,61 +18,31 @@ A layer file's keys are local ("word_embeddings.weight"); the full names ("tied_
 `param_shapes` does not list are buffers (BatchNorm's running statistics) and are read too (role "buffer"). A
 layer with neither (ReLU, dropout) has an empty file, which is skipped. A tied layer with a
 `forward_fn` (the output head on the last stage) has no file: its names are recorded in `RankDump.absent`.
+The bf16 optimizer (ZeRO-0 with bf16, BLOOM's setup) saves no `param_shapes`; with pipeline parallelism the
+stage names come from its optimizer files' slice mappings instead (`weightdiff.read.zero_files`).
 
-Safe loading: every file goes through `torch.load(weights_only=True)`. Layer and mp_rank files load as they
-are. ZeRO optimizer files pickle three DeepSpeed objects (`fragment_address`, `LossScaler`, `ZeroStageEnum`);
-they are allowlisted as an inert stand-in class (`Opaque`) under those names, so neither DeepSpeed nor any
-code named in the file is imported or run.
+Safe loading: every file goes through `torch.load(weights_only=True)` (`weightdiff.read.torch_load`). Layer
+and mp_rank files load as they are; optimizer files need three DeepSpeed objects, read as inert stand-ins.
 """
 
 from __future__ import annotations
 
 import re
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
-from weightdiff.read.files import one_line, read_bounded, require_regular_file
+from weightdiff.read.files import read_bounded
+from weightdiff.read.torch_load import DEEPSPEED_GLOBALS, Opaque, is_tensor, safe_load  # noqa: F401 (re-exported)
+from weightdiff.read.zero_files import names_from_slices
 from weightdiff.records import RankDump, TensorMeta
 
 LAYER_FILE = re.compile(r"^layer_(\d+)(?:-model_(\d+))?-model_states\.pt$")
 MP_FILE = re.compile(r"^mp_rank_(\d+)_model_states\.pt$")
-ZERO_FILE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
-OPAQUE_GLOBALS = (
-    "deepspeed.utils.tensor_fragment.fragment_address",
-    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
-    "deepspeed.runtime.zero.config.ZeroStageEnum",
-)
+OPAQUE_GLOBALS = DEEPSPEED_GLOBALS
 BUFFER_LEAVES = {"running_mean", "running_var", "num_batches_tracked"}  # buffers by name, where nothing else says
-
-
-class Opaque:
-    """Inert stand-in for a DeepSpeed object in a checkpoint: keeps its arguments and state as data."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        self.args, self.kwargs = args, kwargs
-
-    def __setstate__(self, state: Any) -> None:
-        self.state = state
-
-
-def is_tensor(value: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
-
-def safe_load(path: Path, *, mmap: bool = False) -> Any:
-    require_regular_file(path)  # a FIFO would block torch.load forever
-    import torch
-
-    try:
-        with torch.serialization.safe_globals([(Opaque, name) for name in OPAQUE_GLOBALS]):
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except Exception as e:
-        raise BadInput(f"{path}: cannot load with torch.load(weights_only=True) ({one_line(e)})") from None
 
 
 def is_checkpoint_folder(path: Path) -> bool:
@@ -168,7 +138,8 @@ class _Stage:
         return (min(numbers), max(numbers)) if numbers else None
 
 
-def _stage_names(state: dict) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+def stage_names(state: dict) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """From an mp_rank file's state: parameter name -> optimizer group index (-1: frozen), and -> shape."""
     names, shapes = {}, {}
     for index, group in enumerate(state.get("param_shapes") or []):
         for name, shape in group.items():
@@ -229,7 +200,9 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
     stages = []
     for xx, state in states.items():
         pp, tp = divmod(xx, tp_degree)
-        names, shapes = _stage_names(state)
+        names, shapes = stage_names(state)
+        if not names and pp_degree > 1:  # the bf16 optimizer (ZeRO-0) saves no param_shapes: its slices name them
+            names = names_from_slices(folder, xx, errors)
         stages.append(_Stage(pp=pp, tp=tp, mp_file=folder / f"mp_rank_{xx:02d}_model_states.pt", state=state,
                              names=names, shapes=shapes))
 
@@ -295,27 +268,3 @@ def _add(metas, locations, stage: _Stage, name: str, value: Any, path: Path, key
         role=role, requires_grad=role != "buffer",
     )
     locations[(stage.pp, stage.tp)][name] = (path, key)
-
-
-def optimizer_groups(folder: Path, xx: int) -> list[dict[str, Any]] | None:
-    """The optimizer groups' hyperparameters saved by dp rank 0 of model-parallel rank `xx` (ZeRO), or None."""
-    matches = [p for p in folder.iterdir() if (m := ZERO_FILE.match(p.name)) and int(m[1]) == 0 and int(m[2]) == xx]
-    if not matches:
-        return None
-    state = safe_load(matches[0], mmap=True)
-    groups = (state.get("optimizer_state_dict") or {}).get("base_optimizer_state", {}).get("param_groups")
-    if not isinstance(groups, list):
-        return None
-    return [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k != "params"} for g in groups]
-
-
-def with_optimizer_groups(dump: RankDump) -> RankDump:
-    """The same checkpoint RankDump with each parameter's group hyperparameters from the ZeRO files (dp 0)."""
-    tp_degree = int((dump.dims or {}).get("tp", 1))
-    groups = optimizer_groups(dump.source, dump.coords.pp * tp_degree + dump.coords.tp)
-    if not groups:
-        return dump
-    tensors = {name: replace(meta, group=groups[meta.group_index])
-               if meta.group_index is not None and meta.group_index < len(groups) else meta
-               for name, meta in dump.tensors.items()}
-    return replace(dump, tensors=tensors)

@@ -30,26 +30,27 @@ def find_safetensors(folder: Path) -> Path | None:
     return single if single.exists() else None
 
 
-def _weight_map(index: Path) -> dict[str, str]:
+def weight_map(index: Path) -> dict[str, str]:
+    """An HF index's `weight_map` (tensor name -> shard file in the index's folder), checked; BadInput if not."""
     try:
-        data = json.loads(read_bounded(index, limit=MAX_INDEX_BYTES, what="a safetensors index").decode("utf-8"))
-        weight_map = data["weight_map"]
-        if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                       for k, v in weight_map.items()):
+        data = json.loads(read_bounded(index, limit=MAX_INDEX_BYTES, what="an HF index").decode("utf-8"))
+        mapping = data["weight_map"]
+        if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in mapping.items()):
             raise ValueError("weight_map is not an object of names to file names")
     except (ValueError, KeyError, TypeError, RecursionError) as e:
-        raise BadInput(f"{index}: not a safetensors index ({type(e).__name__}: {e})") from None
-    for shard in set(weight_map.values()):
+        raise BadInput(f"{index}: not an HF index ({type(e).__name__}: {e})") from None
+    for shard in set(mapping.values()):
         if "/" in shard or "\\" in shard or shard in ("", ".", ".."):
             raise BadInput(f"{index}: shard {shard!r} is not a file name in the index's folder")
-    return weight_map
+    return mapping
 
 
 def read_safetensors(path: Path) -> tuple[RankDump, list[str]]:
     """One RankDump for a single file or an index (path: either file), and one-line errors."""
     if path.name.endswith(INDEX_SUFFIX):
-        weight_map = _weight_map(path)
-        shards = {shard: [n for n, s in weight_map.items() if s == shard] for shard in sorted(set(weight_map.values()))}
+        mapping = weight_map(path)
+        shards = {shard: [n for n, s in mapping.items() if s == shard] for shard in sorted(set(mapping.values()))}
         folder = path.parent
     else:
         shards, folder = {path.name: []}, path.parent

@@ -3,11 +3,11 @@ interface: name -> tensor records with (pp, tp, dp) coordinates, and a source fo
 
     a folder of weightdiff dumps          one (iteration, tag) of the dump set            read/sidecar.py
     a DeepSpeed checkpoint folder         one tag folder, one record per (pp, tp)         read/checkpoint.py
-    a torch.save file (or pytorch_model.bin in a folder)   one whole-model record         read/whole.py
-    model.safetensors, *.safetensors.index.json (file or folder)   one whole-model record read/hf_safetensors.py
-    a torch.distributed.checkpoint folder (.metadata)              one whole-model record read/dcp.py
+    a Megatron-LM checkpoint folder       one iteration, one record per (pp, tp)          read/megatron.py
+    anything else (a whole model, one record): torch.save files, HF safetensors and .bin shards, DCP
+    folders, DeepSpeed universal checkpoints                                               read/formats.py
 
-Only the readers that need torch import it (DeepSpeed, torch.save, DCP): dumps and safetensors do not.
+Only the readers that need torch import it (DeepSpeed, Megatron, torch.save, DCP): dumps and safetensors do not.
 
 Dump files are found anywhere under the folder (`RUN/`, `RUN/weights/` or a copy made with `mv debug-* a/`),
 selected by the iteration and tag in their names, and only then read: a run with 384 ranks and 1,000 dumped
@@ -25,8 +25,9 @@ from pathlib import Path
 
 from weightdiff.errors import BadInput
 from weightdiff.naming import DumpName, parse_name
-from weightdiff.read.checkpoint import is_checkpoint_folder, latest_tag_folder, read_checkpoint, tag_folders
+from weightdiff.read.checkpoint import latest_tag_folder, read_checkpoint, tag_folders
 from weightdiff.read.files import kind_of, require_folder, require_regular_file, why
+from weightdiff.read.formats import WHOLE_KINDS, folder_format, select_megatron, select_whole, whole_format
 from weightdiff.read.sidecar import read_sidecar
 from weightdiff.records import RankDump
 
@@ -84,46 +85,6 @@ def scan(path: str | Path) -> FolderScan:
     return FolderScan(path, names, errors)
 
 
-WHOLE_KINDS = ("torch-save", "safetensors", "dcp")
-
-
-def _whole_format(path: Path) -> tuple[str, Path] | None:
-    """(kind, the path its reader takes) for a whole-model file or folder, or None."""
-    from weightdiff.read.dcp import is_dcp_folder
-    from weightdiff.read.hf_safetensors import INDEX_SUFFIX, find_safetensors
-
-    if path.is_dir():
-        if is_dcp_folder(path):
-            return "dcp", path
-        found = find_safetensors(path)
-        if found is not None:
-            return "safetensors", found
-        if (path / "pytorch_model.bin").exists():
-            return "torch-save", path / "pytorch_model.bin"
-        return None
-    if path.name.endswith((".safetensors", INDEX_SUFFIX)):
-        return "safetensors", path
-    return "torch-save", path
-
-
-def _select_whole(kind: str, path: Path, given: Path, iteration: int | None, tag: str | None) -> Selection:
-    if iteration is not None or tag is not None:
-        raise BadInput(f"{given}: a {kind} file holds one moment: --iteration and --tag do not apply to it")
-    if kind == "dcp":
-        from weightdiff.read.dcp import read_dcp
-
-        dump, errors = read_dcp(path)
-    elif kind == "safetensors":
-        from weightdiff.read.hf_safetensors import read_safetensors
-
-        dump, errors = read_safetensors(path)
-    else:
-        from weightdiff.read.whole import read_torch_save
-
-        dump, errors = read_torch_save(path), []
-    return Selection(path=given, kind=kind, iteration=None, tag=None, dumps={dump.key: dump}, errors=errors)
-
-
 def _file_or_folder(path: Path) -> bool:
     """True for a regular file (a whole-model file); False for a folder; BadInput for anything else."""
     try:
@@ -144,20 +105,22 @@ def select(path: str | Path, *, iteration: int | None = None, tag: str | None = 
     """Choose one moment in `path`: `iteration` (default: the last or first one, per `which`) and `tag`
     (default: `prefer_tag` when such dumps exist). Raises BadInput when nothing at all can be used."""
     if scanned is None and _file_or_folder(Path(path)):
-        kind, target = _whole_format(Path(path))
-        return _select_whole(kind, target, Path(path), iteration, tag)
+        kind, target = whole_format(Path(path))
+        return select_whole(kind, target, Path(path), iteration, tag)
     scanned = scanned or scan(path)
     path, names, errors = scanned.path, scanned.names, list(scanned.errors)
     if not names:
-        if is_checkpoint_folder(path):
+        found = folder_format(path)
+        if found == "deepspeed-checkpoint":
             return _select_checkpoint(path, iteration)
-        whole = _whole_format(path)
-        if whole is not None:
-            return _select_whole(*whole, path, iteration, tag)
+        if found == "megatron-checkpoint":
+            return select_megatron(path, iteration, tag)
+        if found is not None:
+            return select_whole(*found, path, iteration, tag)
         if errors:
             raise BadInput(errors[0])
-        raise BadInput(f"{path}: no weightdiff dumps (debug-*.json), DeepSpeed checkpoint, model.safetensors, "
-                       "*.safetensors.index.json, pytorch_model.bin or DCP .metadata here")
+        raise BadInput(f"{path}: no weightdiff dumps (debug-*.json), DeepSpeed, universal or Megatron-LM checkpoint, "
+                       "model.safetensors, *.index.json, pytorch_model.bin or DCP .metadata here")
     tags = {n.tag for n, _ in names}
     if tag is None:
         tag = prefer_tag if prefer_tag in tags else sorted(tags)[0]

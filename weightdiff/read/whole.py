@@ -3,7 +3,7 @@
 
 A whole-model record has no rank of its own (coordinates 0, `whole=True`): against a grid of ranks or
 checkpoint slices it is paired with every one of them, and each pair compares the names that rank holds (see
-`weightdiff.analysis.diff.pair_keys`). These formats record no module classes and do not say which tensors
+`weightdiff.analysis.pairing.pair_keys`). These formats record no module classes and do not say which tensors
 are buffers, so a buffer is recognised by its name (BatchNorm's `running_mean`, `running_var`,
 `num_batches_tracked`).
 
@@ -21,11 +21,12 @@ from typing import Any
 
 from topology import RankCoords
 from weightdiff.errors import BadInput
-from weightdiff.read.checkpoint import BUFFER_LEAVES, is_tensor
-from weightdiff.read.files import one_line, require_regular_file
+from weightdiff.read.checkpoint import BUFFER_LEAVES
+from weightdiff.read.torch_load import is_tensor, safe_load
 from weightdiff.records import RankDump, TensorMeta
 
-KIND_NAMES = {"torch-save": "torch.save state dict", "safetensors": "safetensors", "dcp": "DCP checkpoint"}
+KIND_NAMES = {"torch-save": "torch.save state dict", "safetensors": "safetensors", "dcp": "DCP checkpoint",
+              "universal": "DeepSpeed universal checkpoint: fp32 masters"}
 
 
 def role_by_name(name: str) -> str:
@@ -84,24 +85,8 @@ class TensorDict:
         pass
 
 
-def load_weights_only(path: Path) -> Any:
-    """torch.load(weights_only=True), memory-mapped when the file allows it; BadInput on any failure."""
-    require_regular_file(path)  # a FIFO would block torch.load forever
-    import torch
-
-    try:
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as e:
-            if "mmap" not in str(e) and "zipfile" not in str(e):
-                raise
-            return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (non-zip) format
-    except Exception as e:
-        raise BadInput(f"{path}: cannot load with torch.load(weights_only=True) ({one_line(e)})") from None
-
-
 def read_torch_save(path: Path) -> RankDump:
-    tensors = flatten(load_weights_only(path))
+    tensors = flatten(safe_load(path, mmap=True, allowed=()))
     if not tensors:
         raise BadInput(f"{path}: a torch.save file with no tensors in it (not a state dict?)")
     metas = {name: meta_for(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in tensors.items()}

@@ -43,6 +43,8 @@ def _side(label: str, side) -> str:
         return f"{label}: {side.path} ({KIND_NAMES[side.kind]}, the whole model)"
     if side.kind == "deepspeed-checkpoint":
         return f"{label}: {side.path} (DeepSpeed checkpoint, step {side.iteration}, {side.ranks} (pp, tp) slices)"
+    if side.kind == "megatron-checkpoint":
+        return f"{label}: {side.path} (Megatron-LM checkpoint, iteration {side.iteration}, {side.ranks} (pp, tp) slices)"
     return f"{label}: {side.path} ({side.tag}-dumps of iteration {side.iteration}, {side.ranks} ranks)"
 
 
@@ -131,8 +133,27 @@ def render_check(report: CheckReport, console: Console, *, limit: int = 40) -> N
             console.print(line, highlight=False, soft_wrap=True)
     if len(report.findings) > limit:
         console.print(f"  ... and {len(report.findings) - limit} more findings (--limit N, or --json for all)")
+    _render_unchecked(report, console, limit)
     for note in report.notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
+
+
+def _render_unchecked(report: CheckReport, console: Console, limit: int) -> None:
+    """What a check could not look at, one line per (check, reason), with the names and places it concerns."""
+    if not report.unchecked:
+        return
+    groups: dict[tuple[str, str], list] = {}
+    for u in report.unchecked:
+        groups.setdefault((u.kind, u.reason), []).append(u)
+    console.print("not checked (never counted as equal):")
+    for (kind, reason), items in list(groups.items())[:limit]:
+        names = list(dict.fromkeys(u.name for u in items))
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        places = ", ".join(dict.fromkeys(u.where for u in items))
+        console.print(f"  \\[{kind}] {escape(shown)} on {escape(places)}: {escape(reason)}", highlight=False,
+                      soft_wrap=True)
+    if len(groups) > limit:
+        console.print(f"  ... and {len(groups) - limit} more reasons (--json for all)")
 
 
 def render_drift(report: DriftReport, console: Console) -> None:
