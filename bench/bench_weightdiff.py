@@ -2,20 +2,28 @@
 
 1. diff: `weightdiff a/ b/` wall time against the raw read time of the same files (every byte of both sides'
    safetensors files read into memory), alternating the two, median of --repeat runs; reported as a ratio.
-   Two cases: b equals a except one element per tensor (a restart), and b differs everywhere (one step later).
+   Two cases: b equals a except one element per tensor (a restart), and b differs everywhere (one step later),
+   each at --jobs 1 and 2.
+   Memory: the peak of the diff in a fresh process, above what the process held before it started: resident
+   (VmHWM, memory-mapped file pages included) and anonymous (RssAnon, sampled every 2 ms), for the whole set
+   and for a quarter of its ranks (the same tensors): bounded by the largest tensor, not by the checkpoint.
 2. dump: `weightdiff.dump` in full and fingerprint modes against one training step of the reference trainer
    (built in this process, world size 1: DeepSpeed pipeline engine, ZeRO-1, torch AdamW), alternating,
    median of --repeat; reported as a fraction of the step.
 
     .venv/bin/python bench/bench_weightdiff.py [--ranks 8] [--mb-per-rank 64] [--repeat 5] [--skip-dump]
+        [--skip-diff] [--skip-memory]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,26 +86,84 @@ def run_diff(a: Path, b: Path, jobs: int) -> int:
                 err=Console(file=io.StringIO()))
 
 
-def bench_diff(ranks: int, mb: int, repeat: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="bench-weightdiff-") as tmp:
-        a, b_restart, b_step = make_sets(Path(tmp), ranks, mb)
-        size = sum(p.stat().st_size for p in a.glob("*.safetensors"))
-        print(f"diff: {ranks} ranks x {size / ranks / 2**20:.0f} MiB per side ({2 * size / 2**20:.0f} MiB read per "
-              f"diff), bf16, page cache warm, median of {repeat}")
-        raw_read([a, b_restart, b_step])  # warm the page cache
-        for label, b in (("restart (1 element per tensor differs)", b_restart), ("one step later (all differ)", b_step)):
-            for jobs in (1, os.cpu_count() or 1):
-                reads, diffs = [], []
-                for _ in range(repeat):
-                    t = time.perf_counter()
-                    raw_read([a, b])
-                    reads.append(time.perf_counter() - t)
-                    t = time.perf_counter()
-                    assert run_diff(a, b, jobs) == 1
-                    diffs.append(time.perf_counter() - t)
-                r, d = statistics.median(reads), statistics.median(diffs)
-                print(f"  {label:<40} jobs={jobs}: raw read {r:6.3f} s ({2 * size / r / 2**30:5.2f} GiB/s), "
-                      f"diff {d:6.3f} s ({2 * size / d / 2**30:5.2f} GiB/s), diff/read = {d / r:5.2f}x")
+def bench_diff(root: Path, repeat: int) -> None:
+    a, b_restart, b_step = root / "a", root / "b_restart", root / "b_step"
+    size = sum(p.stat().st_size for p in a.glob("*.safetensors"))
+    ranks = len(list(a.glob("*.safetensors")))
+    print(f"diff: {ranks} ranks x {size / ranks / 2**20:.0f} MiB per side ({2 * size / 2**20:.0f} MiB read per "
+          f"diff), bf16, page cache warm, median of {repeat}")
+    raw_read([a, b_restart, b_step])  # warm the page cache
+    for label, b in (("restart (1 element per tensor differs)", b_restart), ("one step later (all differ)", b_step)):
+        for jobs in (1, 2):
+            reads, diffs, ratios = [], [], []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                raw_read([a, b])
+                reads.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                assert run_diff(a, b, jobs) == 1
+                diffs.append(time.perf_counter() - t)
+                ratios.append(diffs[-1] / reads[-1])
+            r, d = statistics.median(reads), statistics.median(diffs)
+            print(f"  {label:<40} jobs={jobs}: raw read {r:6.3f} s ({2 * size / r / 2**30:5.2f} GiB/s), "
+                  f"diff {d:6.3f} s ({2 * size / d / 2**30:5.2f} GiB/s), diff/read = {statistics.median(ratios):5.2f}x")
+
+
+MEMORY_CHILD = """
+import io, json, sys, threading, time
+from rich.console import Console
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+from weightdiff.cli import main
+import weightdiff.analysis.diff, weightdiff.read.sources  # imported before the baseline
+peak, done = [0], threading.Event()
+def watch():
+    while not done.is_set():
+        peak[0] = max(peak[0], status("RssAnon"))
+        time.sleep(0.002)
+before_rss, before_anon = status("VmRSS"), status("RssAnon")
+threading.Thread(target=watch, daemon=True).start()
+code = main(sys.argv[1:], out=Console(file=io.StringIO()), err=Console(file=io.StringIO()))
+done.set()
+print(json.dumps({"code": code, "hwm": status("VmHWM") - before_rss, "anon": max(peak[0], status("RssAnon")) - before_anon}))
+"""
+
+
+def peak_memory(a: Path, b: Path, jobs: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(a), str(b), "--jobs", str(jobs)], text=True,
+                          capture_output=True, check=True, cwd=Path(__file__).resolve().parents[1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_memory(root: Path) -> None:
+    a, b = root / "a", root / "b_step"
+    part = root / "quarter"
+    for side in ("a", "b_step"):
+        (part / side).mkdir(parents=True, exist_ok=True)
+        files = sorted((root / side).glob("debug-*"))
+        for f in files[: max(2, len(files) // 4)]:
+            shutil.copy(f, part / side / f.name)
+    print("memory: peak of the diff above the process's own (every element differs), fresh process each")
+    for label, (x, y) in (("whole set", (a, b)), ("a quarter of its ranks", (part / "a", part / "b_step"))):
+        size = sum(p.stat().st_size for p in x.glob("*.safetensors"))
+        tensor = max_tensor_bytes(x)
+        for jobs in (1, 2):
+            m = peak_memory(x, y, jobs)
+            print(f"  {label:<24} {2 * size / 2**20:6.0f} MiB read, largest tensor {tensor / 2**20:4.0f} MiB, "
+                  f"jobs={jobs}: resident +{m['hwm'] / 1024:5.0f} MiB, anonymous +{m['anon'] / 1024:5.0f} MiB")
+
+
+def max_tensor_bytes(folder: Path) -> int:
+    import math
+
+    from weightdiff.read.dtypes import storage_dtype
+    from weightdiff.read.values import locate
+
+    return max(math.prod(loc.shape) * storage_dtype(loc.dtype).itemsize
+               for p in folder.glob("*.safetensors") for loc in locate(p)[0].values())
 
 
 def bench_dump(repeat: int, hidden: int, layers: int) -> None:
@@ -150,10 +216,16 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--skip-dump", action="store_true")
     parser.add_argument("--skip-diff", action="store_true")
+    parser.add_argument("--skip-memory", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
-    if not args.skip_diff:
-        bench_diff(args.ranks, args.mb_per_rank, args.repeat)
+    if not (args.skip_diff and args.skip_memory):
+        with tempfile.TemporaryDirectory(prefix="bench-weightdiff-") as tmp:
+            make_sets(Path(tmp), args.ranks, args.mb_per_rank)
+            if not args.skip_diff:
+                bench_diff(Path(tmp), args.repeat)
+            if not args.skip_memory:
+                bench_memory(Path(tmp))
     if not args.skip_dump:
         bench_dump(args.repeat, args.hidden, args.layers)
 

@@ -54,6 +54,11 @@ class _RenamedValues:
     def rows(self, name: str, start: int, stop: int) -> Any:
         return self._values.rows(self._original.get(name, name), start, stop)
 
+    def release(self, name: str) -> None:
+        release = getattr(self._values, "release", None)
+        if release is not None:
+            release(self._original.get(name, name))
+
     def close(self) -> None:
         self._values.close()
 

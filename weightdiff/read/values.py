@@ -118,6 +118,23 @@ class SafetensorsValues:
     def rows(self, name: str, start: int, stop: int) -> np.ndarray:
         return self.get(name)[start:stop]
 
+    def release(self, name: str) -> None:
+        """Drop a compared tensor's pages from this process (MADV_DONTNEED on the whole pages it covers; a later
+        read maps them again from the page cache), so that memory stays at about one tensor, not one file."""
+        loc = self._located.get(name)
+        mapped = self._maps.get(loc.path) if loc is not None else None
+        advise = getattr(mmap, "MADV_DONTNEED", None)
+        if mapped is None or advise is None:
+            return
+        size = math.prod(loc.shape) * storage_dtype(loc.dtype).itemsize
+        start = -(-loc.offset // mmap.PAGESIZE) * mmap.PAGESIZE
+        stop = min((loc.offset + size) // mmap.PAGESIZE * mmap.PAGESIZE, len(mapped))
+        if stop > start:
+            try:
+                mapped.madvise(advise, start, stop - start)
+            except (OSError, ValueError):
+                pass  # only advice
+
     def close(self) -> None:
         self._maps.clear()  # numpy views may still hold a map: it is unmapped when the last view goes
 
