@@ -128,7 +128,8 @@ before_rss, before_anon = status("VmRSS"), status("RssAnon")
 threading.Thread(target=watch, daemon=True).start()
 code = main(sys.argv[1:], out=Console(file=io.StringIO()), err=Console(file=io.StringIO()))
 done.set()
-print(json.dumps({"code": code, "hwm": status("VmHWM") - before_rss, "anon": max(peak[0], status("RssAnon")) - before_anon}))
+anon = max(peak[0], status("RssAnon")) - before_anon
+print(json.dumps({"code": code, "hwm": status("VmHWM") - before_rss, "anon": anon}))
 """
 
 

@@ -174,7 +174,8 @@ def scenario_zero2_bf16(out: Path) -> None:
     torch.manual_seed(5)
     model = nn.Sequential(nn.Linear(HIDDEN, 3 * HIDDEN), nn.LayerNorm(3 * HIDDEN), nn.ReLU(), nn.Linear(3 * HIDDEN, 5))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=_config(torch.distributed.get_world_size(), 2, True))
+    config = _config(torch.distributed.get_world_size(), 2, True)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
     g = torch.Generator().manual_seed(100 + torch.distributed.get_rank())
     for _ in range(2):
         for _ in range(GAS):

@@ -2,11 +2,12 @@
 legacy `torch` checkpoint format). The layout was read from NVIDIA/Megatron-LM's public sources, not copied:
 `megatron/training/checkpointing.py` (`get_checkpoint_name`: iter_{:07d}/mp_rank_{tp:02d}[_{pp:03d}]/
 model_optim_rng.pt, the pp rank only with pipeline parallelism; `get_checkpoint_tracker_filename`:
-latest_checkpointed_iteration.txt holding the iteration or "release"; `generate_state_dict`: args, checkpoint_version 3.0,
-iteration, model, optimizer, opt_param_scheduler, rng_state), `megatron/core/optimizer/optimizer.py`
-(`Float16OptimizerWithFloat16Params.state_dict`: optimizer, grad_scaler, fp32_from_fp16_params, one list of
-fp32 masters per optimizer group) and `megatron/core/optimizer/__init__.py` (`_get_param_groups`: parameters in
-named_parameters order, biases and 1-D parameters in a wd_mult=0 group after the default group).
+latest_checkpointed_iteration.txt holding the iteration or "release"; `generate_state_dict`: args,
+checkpoint_version 3.0, iteration, model, optimizer, opt_param_scheduler, rng_state),
+`megatron/core/optimizer/optimizer.py` (`Float16OptimizerWithFloat16Params.state_dict`: optimizer,
+grad_scaler, fp32_from_fp16_params, one list of fp32 masters per optimizer group) and
+`megatron/core/optimizer/__init__.py` (`_get_param_groups`: parameters in named_parameters order, biases and
+1-D parameters in a wd_mult=0 group after the default group).
 
 The model is a tiny GPT in Megatron-core's names (`embedding.word_embeddings.weight`, `decoder.layers.0.
 self_attention.linear_qkv.weight`, ...), layers numbered per stage as the legacy format saves them. Tensor
@@ -30,7 +31,8 @@ COLUMN, ROW, REPLICATED = 0, 1, None  # the dim a tensor-parallel weight is spli
 
 def layer_params(h: int = HIDDEN) -> list[tuple[str, tuple[int, ...], int | None]]:
     return [("input_layernorm.weight", (h,), REPLICATED), ("input_layernorm.bias", (h,), REPLICATED),
-            ("self_attention.linear_qkv.weight", (3 * h, h), COLUMN), ("self_attention.linear_qkv.bias", (3 * h,), COLUMN),
+            ("self_attention.linear_qkv.weight", (3 * h, h), COLUMN),
+            ("self_attention.linear_qkv.bias", (3 * h,), COLUMN),
             ("self_attention.linear_proj.weight", (h, h), ROW), ("self_attention.linear_proj.bias", (h,), REPLICATED),
             ("pre_mlp_layernorm.weight", (h,), REPLICATED), ("pre_mlp_layernorm.bias", (h,), REPLICATED),
             ("mlp.linear_fc1.weight", (4 * h, h), COLUMN), ("mlp.linear_fc1.bias", (4 * h,), COLUMN),

@@ -135,7 +135,8 @@ def _plan(masters: MasterSet, weights: dict[tuple[int, int], RankDump], unchecke
         meta = stored.tensors[name]
         if expected is not None and math.prod(expected) != meta.numel:
             unchecked.append(Unchecked(MASTER, name, where(pp, tp, None),
-                                       f"the optimizer's shape {list(expected)} is not the weight's {list(meta.shape)}"))
+                                       f"the optimizer's shape {list(expected)} is not the weight's "
+                                       f"{list(meta.shape)}"))
             continue
         sizes[(pp, tp, name)] = meta.numel
         for p in by_param.get((pp, tp, name), []):

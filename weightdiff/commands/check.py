@@ -5,8 +5,12 @@
 - tensor-parallel duplicates (norms, row-parallel biases, non-*Parallel* layers) equal across tp;
 - param groups: norm weights, biases and the embedding norm must not be weight-decayed. Norms are found by
   the module's MRO, the parameter's dimension and its name, so an alias or a subclass cannot hide one.
-By default the last after-dump is checked; --iteration/--tag choose another. DIR may be a DeepSpeed
-checkpoint (then only the param-group audit and nothing per dp rank applies).
+- master copy (on a DeepSpeed or Megatron-LM checkpoint): every module weight equals the optimizer's fp32
+  master rounded to its dtype; a difference (per parameter and (pp, tp, dp), with the first index and the
+  count) means a resume undoes an edit of the weights or keeps a corrupted master. What could not be read is
+  listed as not checked.
+By default the last after-dump is checked; --iteration/--tag choose another. DIR may be a DeepSpeed or
+Megatron-LM checkpoint (then nothing per dp rank applies: one copy per (pp, tp)).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from weightdiff.errors import BadInput, CommandError
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", type=Path, help="folder with one run's dumps (or a DeepSpeed checkpoint)")
+    parser.add_argument("dir", type=Path,
+                        help="folder with one run's dumps (or a DeepSpeed or Megatron-LM checkpoint)")
     add_iteration(parser, "--iteration", help="iteration to check (default: the last)")
     parser.add_argument("--tag", help="dump tag to check (default: after, when present)")
     add_common(parser)
@@ -36,7 +41,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         sel = select(args.dir, iteration=args.iteration, tag=args.tag, which="last", prefer_tag="after",
                      jobs=args.jobs)
     except BadInput as e:
-        raise CommandError(str(e), hint="give a folder of weightdiff dumps or a DeepSpeed checkpoint") from None
+        raise CommandError(str(e), hint="give a folder of weightdiff dumps or a DeepSpeed or Megatron-LM "
+                                        "checkpoint") from None
     report = build_check_report(sel, tol, jobs=args.jobs)
     if args.json:
         from weightdiff.render.jsonout import to_json

@@ -35,7 +35,7 @@ from typing import Any
 from topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
-from weightdiff.read.torch_load import DEEPSPEED_GLOBALS, Opaque, is_tensor, safe_load  # noqa: F401 (re-exported)
+from weightdiff.read.torch_load import DEEPSPEED_GLOBALS, is_tensor, safe_load
 from weightdiff.read.zero_files import names_from_slices
 from weightdiff.records import RankDump, TensorMeta
 

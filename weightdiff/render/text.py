@@ -44,7 +44,8 @@ def _side(label: str, side) -> str:
     if side.kind == "deepspeed-checkpoint":
         return f"{label}: {side.path} (DeepSpeed checkpoint, step {side.iteration}, {side.ranks} (pp, tp) slices)"
     if side.kind == "megatron-checkpoint":
-        return f"{label}: {side.path} (Megatron-LM checkpoint, iteration {side.iteration}, {side.ranks} (pp, tp) slices)"
+        return (f"{label}: {side.path} (Megatron-LM checkpoint, iteration {side.iteration}, {side.ranks} (pp, tp) "
+                "slices)")
     return f"{label}: {side.path} ({side.tag}-dumps of iteration {side.iteration}, {side.ranks} ranks)"
 
 
