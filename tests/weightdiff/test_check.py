@@ -34,6 +34,7 @@ def test_a_consistent_set_passes_though_row_parallel_shards_differ(tmp_path):
     assert code == 0, out + err
     assert "FAIL" not in out
     report = json.loads(_cli(["check", str(folder), "--json"])[1])
+    assert report["format"] == "weightdiff-check/1"
     # per (pp, dp): norm weight+bias, row-parallel bias, mlp weight+bias are duplicates; dense.weight is a shard
     assert report["checked"] == {"tied copies": 0, "dp replicas": 24, "tp duplicates": 20, "param groups": 48}
     assert report["findings"] == []

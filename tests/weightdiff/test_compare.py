@@ -64,6 +64,7 @@ def test_one_changed_element_in_the_middle_is_found_where_the_seeds_repr_sees_no
     code, out, _ = _cli([str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
     import json
 
+    assert json.loads(out)["format"] == "weightdiff-diff/1"
     entry = json.loads(out)["params"][0]
     assert entry["n_differ"] == 1 and entry["example"]["first_index"] == [500, 500]
     assert entry["max_abs"] == pytest.approx(0.5, abs=0.02)

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.errors import EXIT_USAGE, CommandError
 from weightdiff.commands.common import add_common, add_iteration, exit_code, report_problems, tolerance, write_picture
-from weightdiff.errors import BadInput, CommandError
+from weightdiff.errors import BadInput
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -42,12 +43,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                      jobs=args.jobs)
     except BadInput as e:
         raise CommandError(str(e), hint="give a folder of weightdiff dumps or a DeepSpeed or Megatron-LM "
-                                        "checkpoint") from None
+                                        "checkpoint", exit_code=EXIT_USAGE) from None
     report = build_check_report(sel, tol, jobs=args.jobs)
     if args.json:
         from weightdiff.render.jsonout import to_json
 
-        out.file.write(to_json(report) + "\n")
+        out.file.write(to_json("weightdiff-check/1", report) + "\n")
     else:
         from weightdiff.render.text import render_check
 

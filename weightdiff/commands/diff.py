@@ -22,8 +22,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.errors import EXIT_USAGE, CommandError
 from weightdiff.commands.common import add_common, add_iteration, exit_code, report_problems, tolerance, write_picture
-from weightdiff.errors import BadInput, CommandError
+from weightdiff.errors import BadInput
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if boundary is None:
             raise CommandError(f"{args.a}: A and B are the same folder and it holds no restart (no iteration "
                                "after which every rank's pid changes)",
-                               hint="choose the moments with --a-iteration N --b-iteration M")
+                               hint="choose the moments with --a-iteration N --b-iteration M", exit_code=EXIT_USAGE)
         args.a_iteration, args.b_iteration = boundary
     try:
         a = select(args.a, iteration=args.a_iteration, tag=args.a_tag, which="last", prefer_tag="after",
@@ -76,12 +77,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             a, b = apply_name_map(a, mapping), apply_name_map(b, mapping)
     except BadInput as e:
         raise CommandError(str(e), hint="give two folders of weightdiff dumps or DeepSpeed checkpoints, or model "
-                                        "files (torch.save, safetensors, DCP)") from None
+                                        "files (torch.save, safetensors, DCP)", exit_code=EXIT_USAGE) from None
     report = build_diff_report(a, b, tol, jobs=args.jobs, trust_fingerprints=args.trust_fingerprints)
     if args.json:
         from weightdiff.render.jsonout import to_json
 
-        out.file.write(to_json(report) + "\n")
+        out.file.write(to_json("weightdiff-diff/1", report) + "\n")
     else:
         from weightdiff.render.text import render_diff
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.errors import EXIT_USAGE, CommandError
 from weightdiff.commands.common import add_jobs, add_png, exit_code, report_problems, write_picture
-from weightdiff.errors import BadInput, CommandError
+from weightdiff.errors import BadInput
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -32,11 +33,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         report = build_drift_report(args.dir, args.name, tag=args.tag, jobs=args.jobs)
     except BadInput as e:
-        raise CommandError(str(e), hint="weightdiff check DIR --json lists the parameter names") from None
+        raise CommandError(str(e), hint="weightdiff check DIR --json lists the parameter names",
+                           exit_code=EXIT_USAGE) from None
     if args.json:
         from weightdiff.render.jsonout import to_json
 
-        out.file.write(to_json(report) + "\n")
+        out.file.write(to_json("weightdiff-drift/1", report) + "\n")
     else:
         from weightdiff.render.text import render_drift
 

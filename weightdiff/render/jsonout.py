@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from clicore.jsondoc import document
+
 
 def plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -30,5 +32,6 @@ def plain(value: Any) -> Any:
     return value
 
 
-def to_json(report: Any) -> str:
-    return json.dumps(plain(report), indent=1, allow_nan=False)
+def to_json(kind: str, report: Any) -> str:
+    """The report as a JSON document of format `kind`, e.g. "weightdiff-diff/1" (clicore.jsondoc)."""
+    return json.dumps(document(kind, plain(report)), indent=1, allow_nan=False)
