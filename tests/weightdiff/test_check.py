@@ -153,3 +153,25 @@ def test_png_heat_map_is_written(tmp_path):
 
     image = matplotlib.image.imread(png)
     assert image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_entries_wrap_at_words_under_their_text_on_a_terminal_and_stay_whole_in_a_pipe(tmp_path):
+    """Issue 14: a finding's line was cut mid-word by an 80-column terminal. On a terminal it now wraps at words,
+    each continuation under the entry's text; into a pipe or a file it stays one line, for grep."""
+    def drift_one_replica(coords, model):
+        if coords.dp == 1 and coords.pp == 1:
+            model.dense.bias.view(-1)[3] += 0.01
+    folder = make_set(tmp_path / "run", DIMS, mutate=drift_one_replica)
+    terminal = io.StringIO()
+    assert main(["check", str(folder)], out=Console(file=terminal, width=80, force_terminal=True, color_system=None),
+                err=Console(file=io.StringIO())) == 1
+    lines = terminal.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80, lines
+    first = next(i for i, line in enumerate(lines) if line.startswith("  1. [dp replicas] dense.bias"))
+    detail = lines[first + 1:first + 3]
+    assert detail[0].startswith("       2 copies differ from the dp=0 copy") and detail[1].startswith("       ")
+    assert detail[1].strip() and not detail[1][7].isspace()  # continued under the text, at a word
+    assert " ".join(" ".join(detail).split()).endswith("class tests.weightdiff.dumpsets.RowParallelLinear")
+    code, piped, _ = _cli(["check", str(folder)])
+    whole = next(line for line in piped.splitlines() if line.startswith("       2 copies differ"))
+    assert whole.endswith("of elements differ; class tests.weightdiff.dumpsets.RowParallelLinear")

@@ -74,7 +74,8 @@ class CheckReport:
             return f"{self.kind}, the whole model in one record; {self.tolerance.describe()}"
         what = "checkpoint step" if self.kind in CHECKPOINT_KINDS else f"{self.tag}-dump of iteration"
         grid = f", TP={self.dims['tp']} PP={self.dims['pp']} DP={self.dims['dp']}" if self.dims else ""
-        return f"{what} {self.iteration}, {self.ranks} ranks{grid}; {self.tolerance.describe()}"
+        ranks = f"{self.ranks} rank{'' if self.ranks == 1 else 's'}"
+        return f"{what} {self.iteration}, {ranks}{grid}; {self.tolerance.describe()}"
 
 
 def _majority(copies: list[RankDump], name: str) -> RankDump:

@@ -1,15 +1,19 @@
 """Rich terminal views of a DiffReport and a CheckReport. They take a Console, so tests render into a string.
 
 Each difference is a two-line entry (what and where; by how much and why it matters) rather than a table
-row: parameter names are long, and the entry must stay readable in an 80-column terminal and with grep.
+row: parameter names are long, and the entry must stay readable in an 80-column terminal and with grep. So an
+entry line is printed whole into a pipe or a file (grep finds it on one line), and on a terminal wrapped at
+words, its continuation lines under its own text (`say`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 
 from weightdiff.analysis.check_report import CheckReport, Finding
@@ -18,6 +22,22 @@ from weightdiff.analysis.drift import DriftReport
 from weightdiff.read.whole import KIND_NAMES
 
 VERDICT_STYLES = {"different": "bold red", "same": "bold green"}  # incomplete / not compared: bold yellow
+
+
+_LEAD = re.compile(r"^\s*(\d+\.\s+)?")  # an entry's indent and its number: what continuation lines hang under
+
+
+def say(console: Console, line: str) -> None:
+    """One entry line (rich markup): whole when not on a terminal, else wrapped with a hanging indent."""
+    if not console.is_terminal:
+        console.print(line, highlight=False, soft_wrap=True)
+        return
+    lead = _LEAD.match(line).group(0)
+    grid = Table.grid(padding=0)
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(lead, Text.from_markup(line[len(lead):]))
+    console.print(grid, highlight=False)
 
 
 def fmt_float(x: float | None) -> str:
@@ -46,7 +66,7 @@ def _side(label: str, side) -> str:
     if side.kind == "megatron-checkpoint":
         return (f"{label}: {side.path} (Megatron-LM checkpoint, iteration {side.iteration}, {side.ranks} (pp, tp) "
                 "slices)")
-    return f"{label}: {side.path} ({side.tag}-dumps of iteration {side.iteration}, {side.ranks} ranks)"
+    return f"{label}: {side.path} ({side.tag}-dumps of iteration {side.iteration}, {_plural(side.ranks, 'rank')})"
 
 
 def _plural(n: int, word: str) -> str:
@@ -79,19 +99,18 @@ def _param_lines(i: int, p: ParamSummary) -> tuple[str, str]:
 
 
 def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> None:
-    console.print(_side("a", report.a), highlight=False, soft_wrap=True)
-    console.print(_side("b", report.b), highlight=False, soft_wrap=True)
+    say(console, escape(_side("a", report.a)))
+    say(console, escape(_side("b", report.b)))
     unread = f", {report.unreadable_tensors} could not be read" if report.unreadable_tensors else ""
-    console.print(f"compared {_plural(report.compared_pairs, 'rank pair')}, "
-                  f"{_plural(report.compared_tensors, 'tensor')}, {report.compared_elements:,} elements "
-                  f"({report.tolerance.describe()}); {report.equal_tensors} tensors equal{unread}",
-                  highlight=False, soft_wrap=True)
+    say(console, escape(f"compared {_plural(report.compared_pairs, 'rank pair')}, "
+                        f"{_plural(report.compared_tensors, 'tensor')}, {report.compared_elements:,} elements "
+                        f"({report.tolerance.describe()}); {report.equal_tensors} tensors equal{unread}"))
     style = VERDICT_STYLES.get(report.verdict, "bold yellow")
     console.print(Text(f"{report.verdict.upper()}: ", style=style) + Text(report.headline), highlight=False,
                   soft_wrap=True)
     for i, p in enumerate(report.params[:limit], 1):
         for line in _param_lines(i, p):
-            console.print(line, highlight=False, soft_wrap=True)
+            say(console, line)
     if len(report.params) > limit:
         console.print(f"  ... and {len(report.params) - limit} more parameters (--limit N, or --json for all)")
     if report.informational:
@@ -119,7 +138,7 @@ def _finding_lines(i: int, f: Finding) -> tuple[str, str]:
 
 
 def render_check(report: CheckReport, console: Console, *, limit: int = 40) -> None:
-    console.print(f"{report.path} ({report.describe_selection()})", highlight=False, soft_wrap=True)
+    say(console, escape(f"{report.path} ({report.describe_selection()})"))
     for kind, count in report.checked.items():
         found = [f for f in report.findings if f.kind == kind]
         unread = report.not_checked.get(kind, 0)
@@ -131,12 +150,12 @@ def render_check(report: CheckReport, console: Console, *, limit: int = 40) -> N
         console.print(Text(f"  {kind:<14}") + status + Text(counts))
     for i, f in enumerate(report.findings[:limit], 1):
         for line in _finding_lines(i, f):
-            console.print(line, highlight=False, soft_wrap=True)
+            say(console, line)
     if len(report.findings) > limit:
         console.print(f"  ... and {len(report.findings) - limit} more findings (--limit N, or --json for all)")
     _render_unchecked(report, console, limit)
     for note in report.notes:
-        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+        say(console, f"note: {escape(note)}")
 
 
 def _render_unchecked(report: CheckReport, console: Console, limit: int) -> None:
@@ -151,8 +170,7 @@ def _render_unchecked(report: CheckReport, console: Console, limit: int) -> None
         names = list(dict.fromkeys(u.name for u in items))
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         places = ", ".join(dict.fromkeys(u.where for u in items))
-        console.print(f"  \\[{kind}] {escape(shown)} on {escape(places)}: {escape(reason)}", highlight=False,
-                      soft_wrap=True)
+        say(console, f"  \\[{kind}] {escape(shown)} on {escape(places)}: {escape(reason)}")
     if len(groups) > limit:
         console.print(f"  ... and {len(groups) - limit} more reasons (--json for all)")
 
