@@ -223,3 +223,33 @@ def test_the_first_use_builds_into_the_cache_folder_once(tmp_path):
     assert os.stat(path).st_mtime_ns == built  # the second process loaded the first one's build
     assert os.path.basename(path).startswith("_ctrace.cpython-313")
     assert sorted(os.listdir(os.path.dirname(path))) == [".lock", os.path.basename(path)]  # built once, no leftovers
+
+
+FAILING_CLASSIFY = """
+import sys, tracing
+def boom():
+    return "ran"
+tracer = tracing.trace(include="__main__", out=sys.argv[1], backend="c")
+real = tracer._classify
+def classify(code):
+    if code.co_name == "boom":
+        raise RuntimeError("classify failed")
+    return real(code)
+tracer._classify = classify  # before start: the hook takes it then
+with tracer:
+    print(boom(), tracer.status)
+"""
+
+
+@pytest.mark.parametrize("version", [None, "3.12.1"])
+def test_a_failing_hook_stops_tracing_and_the_program_goes_on(tmp_path, version):
+    """An error inside the hook (here the tracer's classification) stops tracing with one warning; the program
+    never sees it (the hook, ended from inside itself, is not used after it is let go)."""
+    python = PYTHON if version is None else pyenv_python(version)
+    script = tmp_path / "prog.py"
+    script.write_text(FAILING_CLASSIFY)
+    done = run_bounded([python, str(script), str(tmp_path / "t")], timeout=120, env=child_env())
+    assert done.returncode == 0, done.output
+    assert done.stdout.split() == ["ran", "stopped"]
+    assert done.stderr.splitlines() == [
+        "Warning: hangdoctor tracing stopped after an internal error: RuntimeError('classify failed')"]

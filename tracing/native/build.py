@@ -29,8 +29,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "_ctrace"
-SOURCES = ("ctrace.h", "codetable.c", "threadstate.c", "writer.c", "writerobject.c", "frames.c", "evalhook.c",
-           "monitor.c", "module.c")
+SOURCES = ("ctrace.h", "codetable.c", "threadstate.c", "writer.c", "writerobject.c", "frames.c", "hookbase.c",
+           "evalhook.c", "monitor.c", "module.c")
 COMPILE_TIMEOUT_S = 300
 
 

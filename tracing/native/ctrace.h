@@ -5,6 +5,7 @@
  *   threadstate.c  a thread's depth, event count and place in the ring, shared with the Python recorder
  *   writer.c       one event -> a ring record and/or a stream line, exactly as tracing/recorder.py writes them
  *   frames.c       the line the nearest selected caller is at (ringformat.py: the executing line)
+ *   hookbase.c     what the two hooks below hold in common
  *   evalhook.c     Python 3.10/3.11: a frame-evaluation function (PEP 523) that sees every Python frame start
  *   monitor.c      Python 3.12+: sys.monitoring callbacks
  *   module.c       the module, and calling back into Python from inside a hook
@@ -144,6 +145,19 @@ static inline void ct_put_exception(PyObject *exc)
         PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
 }
 #endif
+
+/* ---- hookbase.c ------------------------------------------------------------------------------------------- */
+/* What both hooks hold: the writer, the selection and the tracer's two callbacks. */
+typedef struct {
+    Writer *writer;
+    CodeTable *table;   /* the selection; classify fills it */
+    PyObject *classify; /* code -> code id (0: not selected); the tracer stores the answer in table */
+    PyObject *on_error; /* a hook failed: the tracer stops with a warning */
+} CtHookBase;
+
+int ct_hook_base_parse(CtHookBase *base, PyObject *args, PyObject *kwds, const char *type_name, PyObject **extra);
+int ct_hook_base_traverse(CtHookBase *base, visitproc visit, void *arg);
+void ct_hook_base_clear(CtHookBase *base);
 
 /* ---- module.c ------------------------------------------------------------------------------------------- */
 extern _Thread_local int ct_in_hook; /* > 0 while this thread runs Python code called from a hook */

@@ -53,11 +53,8 @@ enum { MODE_OFF, MODE_WAITING, MODE_TRACING };
 
 typedef struct {
     PyObject_HEAD
+    CtHookBase base;
     int mode;
-    Writer *writer;
-    CodeTable *table;    /* the selection; classify fills it */
-    PyObject *classify;  /* code -> code id (0: not selected), stored in table by the tracer */
-    PyObject *on_error;  /* a hook failed: the tracer stops with a warning */
     PyObject *matcher;   /* WAITING: code -> is it the --start-at function? */
     PyObject *on_match;  /* WAITING: frame -> None, begins tracing */
     CodeTable *waited;   /* the matcher's answers, 1 or 0 */
@@ -92,28 +89,25 @@ static void settle_open_frames(Writer *w, ThreadState *st, const CtCaller *calle
     }
 }
 
+/* TRACING, a selected frame: CALL, the frame's evaluation, then RETURN or UNWIND. The caller holds h. */
 static PyObject *record(EvalHook *h, PyThreadState *ts, EvalFrame *frame, int throwflag, int32_t id)
 {
-    Writer *w = h->writer;
-    ThreadState *st = writer_thread_state(w, h->on_error);
+    Writer *w = h->base.writer;
+    ThreadState *st = writer_thread_state(w, h->base.on_error);
     if (st == NULL || active != h)
         return evaluate(ts, frame, throwflag);
     CtCaller caller = {NULL, 0, 0};
     int settle = st->n_open > 0 && st->depth <= st->n_open;
     if (settle || (st->depth > 0 && st->depth < st->limit))
-        caller = ct_caller_of_thread(h->table, ts, 0); /* the new frame is not running yet: start at its caller */
+        caller = ct_caller_of_thread(h->base.table, ts, 0); /* the new frame is not running yet: from its caller */
     if (settle)
         settle_open_frames(w, st, &caller);
     writer_event(w, st, K_CALL, id, caller.found > 0 ? caller.line : 0);
-    Py_INCREF(h);
-    Py_INCREF(w);
     Py_INCREF(st);
     PyObject *result = evaluate(ts, frame, throwflag);
-    if (active == h && h->mode == MODE_TRACING && h->writer == w)
+    if (active == h && h->mode == MODE_TRACING)
         writer_event(w, st, result != NULL ? K_RETURN : K_UNWIND, id, 0);
     Py_DECREF(st);
-    Py_DECREF(w);
-    Py_DECREF(h);
     return result;
 }
 
@@ -123,7 +117,7 @@ static int matches(EvalHook *h, PyObject *code)
     int32_t known = codetable_get(h->waited, code);
     if (known >= 0)
         return known;
-    PyObject *answer = ct_call(h->matcher, code, h->on_error);
+    PyObject *answer = ct_call(h->matcher, code, h->base.on_error);
     if (answer == NULL)
         return 0; /* a RecursionError asks again next time; any other error stopped the tracer */
     PyObject *pending = ct_take_exception();
@@ -135,50 +129,53 @@ static int matches(EvalHook *h, PyObject *code)
     return hit;
 }
 
-/* WAITING: a selected frame starts before tracing does. If tracing begins while it runs, the tracer records it as
- * OPEN (adopt); its return is then heard here, as for the frames that start while tracing. */
+/* WAITING, a selected frame: it starts before tracing does. If tracing begins while it runs, the tracer records
+ * it as OPEN (adopt); its return is then heard here, as for the frames that start while tracing. */
 static PyObject *run_before_start(EvalHook *h, PyThreadState *ts, EvalFrame *frame, int throwflag, int32_t id)
 {
-    Py_INCREF(h);
     PyObject *result = evaluate(ts, frame, throwflag);
     if (active == h && h->mode == MODE_TRACING && !ct_in_hook) {
-        ThreadState *st = writer_thread_state(h->writer, h->on_error);
+        ThreadState *st = writer_thread_state(h->base.writer, h->base.on_error);
         if (st != NULL && st->depth > 0 && st->depth == st->n_open && st->open_frames[st->depth - 1] == frame)
-            writer_event(h->writer, st, result != NULL ? K_RETURN : K_UNWIND, id, 0);
+            writer_event(h->base.writer, st, result != NULL ? K_RETURN : K_UNWIND, id, 0);
     }
-    Py_DECREF(h);
     return result;
 }
 
-static PyObject *ct_eval(PyThreadState *ts, EvalFrame *frame, int throwflag)
+/* Everything but the common case. h is held throughout: the tracer may end the hook and let go of it from any
+ * Python code called here (a failing classify stops tracing). */
+static PyObject *eval_with(EvalHook *h, PyThreadState *ts, EvalFrame *frame, int throwflag, int32_t id)
 {
-    EvalHook *h = active;
-    if (h == NULL)
-        return evaluate(ts, frame, throwflag);
     PyObject *code = (PyObject *)frame->f_code;
-    int32_t id = codetable_get(h->table, code);
-    if (h->mode == MODE_TRACING) {
-        if (id == 0 || ct_in_hook)
-            return evaluate(ts, frame, throwflag); /* the common case: unselected code, known already */
+    if (h->mode == MODE_WAITING && matches(h, code)) { /* begin: the open frames are recorded, this one as a CALL */
+        PyObject *caller = (PyObject *)PyEval_GetFrame(); /* borrowed; the matching frame is not running yet */
+        Py_XDECREF(ct_call(h->on_match, caller != NULL ? caller : Py_None, h->base.on_error));
+        id = codetable_get(h->base.table, code);
     }
-    else if (h->mode == MODE_WAITING && !ct_in_hook) {
-        if (matches(h, code)) { /* begin tracing: the open frames are recorded, then this one as a CALL */
-            PyObject *caller = (PyObject *)PyEval_GetFrame(); /* borrowed; the matching frame is not running yet */
-            Py_XDECREF(ct_call(h->on_match, caller != NULL ? caller : Py_None, h->on_error));
-            id = codetable_get(h->table, code);
-        }
-        else if (id == 0)
-            return evaluate(ts, frame, throwflag);
-    }
-    else
-        return evaluate(ts, frame, throwflag);
     if (id < 0)
-        id = (int32_t)ct_call_for_id(h->classify, code, h->on_error);
+        id = (int32_t)ct_call_for_id(h->base.classify, code, h->base.on_error);
     if (id <= 0 || active != h || CREATES_GENERATOR(frame))
         return evaluate(ts, frame, throwflag);
     if (h->mode == MODE_WAITING)
         return run_before_start(h, ts, frame, throwflag, id);
     return h->mode == MODE_TRACING ? record(h, ts, frame, throwflag, id) : evaluate(ts, frame, throwflag);
+}
+
+static PyObject *ct_eval(PyThreadState *ts, EvalFrame *frame, int throwflag)
+{
+    EvalHook *h = active;
+    if (h == NULL || h->mode == MODE_OFF)
+        return evaluate(ts, frame, throwflag);
+    PyObject *code = (PyObject *)frame->f_code;
+    int32_t id = codetable_get(h->base.table, code);
+    if (id == 0 && h->mode == MODE_TRACING)
+        return evaluate(ts, frame, throwflag); /* the common case: unselected code, known already */
+    if (ct_in_hook || (id == 0 && codetable_get(h->waited, code) == 0))
+        return evaluate(ts, frame, throwflag); /* the tracer's own calls; or waiting, and neither selected nor it */
+    Py_INCREF(h);
+    PyObject *result = eval_with(h, ts, frame, throwflag, id);
+    Py_DECREF(h);
+    return result;
 }
 
 static void install(EvalHook *h, int mode)
@@ -238,7 +235,7 @@ static PyObject *hook_adopt(EvalHook *h, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O!:adopt", &PyFrame_Type, &frame, &ThreadState_Type, &st))
         return NULL;
     PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
-    int32_t id = codetable_get(h->table, code);
+    int32_t id = codetable_get(h->base.table, code);
     Py_DECREF(code);
     if (threadstate_note_open(st, (Py_ssize_t)st->depth - 1, ct_frame_identity(frame), id > 0 ? id : 0) < 0)
         return PyErr_NoMemory();
@@ -248,39 +245,23 @@ static PyObject *hook_adopt(EvalHook *h, PyObject *args)
 
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"writer", "table", "classify", "on_error", NULL};
-    PyObject *writer, *table, *classify, *on_error;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OO:EvalHook", names, &Writer_Type, &writer, &CodeTable_Type,
-                                     &table, &classify, &on_error))
-        return NULL;
     EvalHook *h = (EvalHook *)type->tp_alloc(type, 0);
-    if (h == NULL)
-        return NULL;
-    h->writer = (Writer *)Py_NewRef(writer);
-    h->table = (CodeTable *)Py_NewRef(table);
-    h->classify = Py_NewRef(classify);
-    h->on_error = Py_NewRef(on_error);
+    if (h != NULL && ct_hook_base_parse(&h->base, args, kwds, "EvalHook", NULL) < 0)
+        Py_CLEAR(h);
     return (PyObject *)h;
 }
 
 static int hook_traverse(EvalHook *h, visitproc visit, void *arg)
 {
-    Py_VISIT(h->writer);
-    Py_VISIT(h->table);
-    Py_VISIT(h->classify);
-    Py_VISIT(h->on_error);
     Py_VISIT(h->matcher);
     Py_VISIT(h->on_match);
     Py_VISIT(h->waited);
-    return 0;
+    return ct_hook_base_traverse(&h->base, visit, arg);
 }
 
 static int hook_clear(EvalHook *h)
 {
-    Py_CLEAR(h->writer);
-    Py_CLEAR(h->table);
-    Py_CLEAR(h->classify);
-    Py_CLEAR(h->on_error);
+    ct_hook_base_clear(&h->base);
     Py_CLEAR(h->matcher);
     Py_CLEAR(h->on_match);
     Py_CLEAR(h->waited);

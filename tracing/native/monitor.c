@@ -16,11 +16,8 @@
 
 typedef struct {
     PyObject_HEAD
-    Writer *writer;
-    CodeTable *table;
-    PyObject *classify; /* code -> code id (0: not selected), stored in table by the tracer */
-    PyObject *on_error;
-    PyObject *disable;  /* sys.monitoring.DISABLE */
+    CtHookBase base;
+    PyObject *disable; /* sys.monitoring.DISABLE */
 } MonitorHook;
 
 /* The code id of args[0] (classified on first sight), or -1 to record nothing this time. */
@@ -28,23 +25,23 @@ static int32_t code_id_of(MonitorHook *h, PyObject *const *args, Py_ssize_t narg
 {
     if (nargs < 2 || !PyCode_Check(args[0]))
         return -1;
-    int32_t id = codetable_get(h->table, args[0]);
+    int32_t id = codetable_get(h->base.table, args[0]);
     if (id < 0)
-        id = (int32_t)ct_call_for_id(h->classify, args[0], h->on_error);
+        id = (int32_t)ct_call_for_id(h->base.classify, args[0], h->base.on_error);
     return id;
 }
 
 static void record(MonitorHook *h, int kind, int32_t id)
 {
-    ThreadState *st = writer_thread_state(h->writer, h->on_error);
+    ThreadState *st = writer_thread_state(h->base.writer, h->base.on_error);
     if (st == NULL)
         return;
     uint32_t line = 0;
     if (kind == K_CALL && st->depth > 0 && st->depth < st->limit) {
-        CtCaller caller = ct_caller_of_thread(h->table, PyThreadState_Get(), 1); /* above the frame that starts */
+        CtCaller caller = ct_caller_of_thread(h->base.table, PyThreadState_Get(), 1); /* above the frame that starts */
         line = caller.found > 0 ? caller.line : 0;
     }
-    writer_event(h->writer, st, kind, id, line);
+    writer_event(h->base.writer, st, kind, id, line);
 }
 
 /* PY_START, PY_RESUME: (code, offset). */
@@ -81,7 +78,7 @@ static PyObject *hook_leave(MonitorHook *h, PyObject *const *args, Py_ssize_t na
 /* PY_UNWIND: (code, offset, exception); cannot be disabled, and unknown code is not worth classifying here. */
 static PyObject *hook_unwind(MonitorHook *h, PyObject *const *args, Py_ssize_t nargs)
 {
-    int32_t id = nargs >= 2 && PyCode_Check(args[0]) ? codetable_get(h->table, args[0]) : -1;
+    int32_t id = nargs >= 2 && PyCode_Check(args[0]) ? codetable_get(h->base.table, args[0]) : -1;
     if (id > 0)
         record(h, K_UNWIND, id);
     Py_RETURN_NONE;
@@ -89,38 +86,21 @@ static PyObject *hook_unwind(MonitorHook *h, PyObject *const *args, Py_ssize_t n
 
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"writer", "table", "classify", "on_error", "disable", NULL};
-    PyObject *writer, *table, *classify, *on_error, *disable;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OOO:MonitorHook", names, &Writer_Type, &writer,
-                                     &CodeTable_Type, &table, &classify, &on_error, &disable))
-        return NULL;
     MonitorHook *h = (MonitorHook *)type->tp_alloc(type, 0);
-    if (h == NULL)
-        return NULL;
-    h->writer = (Writer *)Py_NewRef(writer);
-    h->table = (CodeTable *)Py_NewRef(table);
-    h->classify = Py_NewRef(classify);
-    h->on_error = Py_NewRef(on_error);
-    h->disable = Py_NewRef(disable);
+    if (h != NULL && ct_hook_base_parse(&h->base, args, kwds, "MonitorHook", &h->disable) < 0)
+        Py_CLEAR(h);
     return (PyObject *)h;
 }
 
 static int hook_traverse(MonitorHook *h, visitproc visit, void *arg)
 {
-    Py_VISIT(h->writer);
-    Py_VISIT(h->table);
-    Py_VISIT(h->classify);
-    Py_VISIT(h->on_error);
     Py_VISIT(h->disable);
-    return 0;
+    return ct_hook_base_traverse(&h->base, visit, arg);
 }
 
 static int hook_clear(MonitorHook *h)
 {
-    Py_CLEAR(h->writer);
-    Py_CLEAR(h->table);
-    Py_CLEAR(h->classify);
-    Py_CLEAR(h->on_error);
+    ct_hook_base_clear(&h->base);
     Py_CLEAR(h->disable);
     return 0;
 }
