@@ -63,7 +63,7 @@ def test_last_view_groups_ranks_and_draws_open_frames():
     assert "        └── PipelineEngine._aggregate_total_loss  deepspeed/runtime/pipe/engine.py:573" in lines
     assert "            └── broadcast  torch/distributed/distributed_c10d.py:1191 (def)" in lines
     assert text.index("ranks 0-5") < text.index("ranks 6-7")
-    data = json.loads(dumps(report))
+    data = json.loads(dumps("tracing-last/1", report))
     assert [(g["ranks_text"], g["summary"]) for g in data["groups"]] == [
         ("0-5", "inside train > all_reduce"),
         ("6-7", "inside train > train_step > PipelineEngine._aggregate_total_loss > broadcast")]
