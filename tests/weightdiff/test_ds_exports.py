@@ -2,12 +2,14 @@
 (torch.save and safetensors, fp32 and bf16) and ds_to_universal's universal checkpoint, each made by the real
 tool from the real checkpoints of ds_scenarios.py and compared with the checkpoint it came from.
 
-zero_to_fp32 is called as its function with max_shard_size=None: its script always passes a shard size, which
-needs huggingface_hub (not installed here), and only then can it write sharded output."""
+zero_to_fp32 runs both ways: as its function (max_shard_size=None: one file) and as the script users run
+(`python zero_to_fp32.py CKPT OUT --max_shard_size 2KB`), whose sharding goes through huggingface_hub and
+writes HF's sharded layout (model-0000N-of-0000M.safetensors or pytorch_model-*.bin with an index.json)."""
 
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import sys
 
@@ -37,6 +39,11 @@ def exports(ds_runs, tmp_path_factory):
     convert_zero_checkpoint_to_state_dict(ckpt, str(out / "fp32_bin"), max_shard_size=None)
     convert_zero_checkpoint_to_state_dict(ckpt, str(out / "fp32_st"), max_shard_size=None, safe_serialization=True)
     convert_zero_checkpoint_to_state_dict(ckpt, str(out / "bf16_bin"), dtype="bfloat16", max_shard_size=None)
+    for name, flags in (("script_st", ["--safe_serialization"]), ("script_bin", [])):
+        done = run_bounded([sys.executable, "-m", "deepspeed.utils.zero_to_fp32", ckpt, str(out / name),
+                            "--max_shard_size", "2KB", *flags], timeout=240, env=child_env(DS_ACCELERATOR="cpu"),
+                           cwd=REPO)
+        assert done.returncode == 0 and len(list((out / name).glob("*.index.json"))) == 1, done.output[-4000:]
     for name, source in (("uni_zero2", "zero2"), ("uni_healthy", "healthy")):
         done = run_bounded([sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
                             str(ds_runs / source / "ckpt" / "global_step2"), "--output_folder", str(out / name),
@@ -55,6 +62,25 @@ def test_zero_to_fp32_output_is_the_checkpoints_master(ds_runs, exports):
         assert code == 0 and not errors and "6 tensors equal" in out and "SAME" in out, out
     code, out, errors = _cli([str(ckpt), str(exports / "bf16_bin")])  # rounded by zero_to_fp32 itself
     assert code == 0 and not errors and "6 tensors equal" in out
+
+
+def test_the_zero_to_fp32_scripts_sharded_output(ds_runs, exports, tmp_path):
+    """The script's HF-style shards (several files and an index) read as one model, in both serialisations."""
+    ckpt = ds_runs / "zero2" / "ckpt"
+    for export, pattern in (("script_st", "model-*-of-*.safetensors"), ("script_bin", "pytorch_model-*-of-*.bin")):
+        assert len(list((exports / export).glob(pattern))) > 1, sorted(p.name for p in (exports / export).iterdir())
+        code, out, errors = _cli([str(ckpt), str(exports / export), "--round"])
+        assert code == 0 and not errors and "6 tensors equal" in out and "SAME" in out, out
+    changed = tmp_path / "script_bin"
+    shutil.copytree(exports / "script_bin", changed)
+    index = json.loads(next(changed.glob("*.index.json")).read_text())
+    shard = changed / index["weight_map"]["1.weight"]
+    state = torch.load(shard, weights_only=True)
+    with torch.no_grad():
+        state["1.weight"][17] += 0.5
+    torch.save(state, shard)
+    code, out, errors = _cli([str(ckpt), str(changed), "--round"])
+    assert code == 1 and not errors and "1.weight  differs" in out and "first at index [17]" in out
 
 
 def test_one_element_of_a_zero_to_fp32_export_changed(ds_runs, exports, tmp_path):
