@@ -217,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.floors:
         from bench.tracing_hooks import floors
         modes += [m for m in floors.available() if m not in modes]
+    if any(m.startswith("floor:") for m in modes):  # --floors, or single ones in --modes
+        from bench.tracing_hooks import floors
         floors.build(tempfile.mkdtemp(prefix="bench-floors-"))
     unknown = [w for w in workloads if w not in WORKLOADS]
     if unknown:

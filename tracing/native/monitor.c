@@ -44,35 +44,33 @@ static void record(MonitorHook *h, int kind, int32_t id)
     writer_event(h->base.writer, st, kind, id, line);
 }
 
+/* An entering or leaving event: DISABLE for unselected code where the event can be disabled, else the record. */
+static PyObject *on_event(MonitorHook *h, PyObject *const *args, Py_ssize_t nargs, int kind, int disableable)
+{
+    int32_t id = code_id_of(h, args, nargs);
+    if (id == 0 && disableable)
+        return Py_NewRef(h->disable);
+    if (id > 0)
+        record(h, kind, id);
+    Py_RETURN_NONE;
+}
+
 /* PY_START, PY_RESUME: (code, offset). */
 static PyObject *hook_enter(MonitorHook *h, PyObject *const *args, Py_ssize_t nargs)
 {
-    int32_t id = code_id_of(h, args, nargs);
-    if (id == 0)
-        return Py_NewRef(h->disable);
-    if (id > 0)
-        record(h, K_CALL, id);
-    Py_RETURN_NONE;
+    return on_event(h, args, nargs, K_CALL, 1);
 }
 
 /* PY_THROW: (code, offset, exception); cannot be disabled. */
 static PyObject *hook_throw(MonitorHook *h, PyObject *const *args, Py_ssize_t nargs)
 {
-    int32_t id = code_id_of(h, args, nargs);
-    if (id > 0)
-        record(h, K_CALL, id);
-    Py_RETURN_NONE;
+    return on_event(h, args, nargs, K_CALL, 0);
 }
 
 /* PY_RETURN, PY_YIELD: (code, offset, value). */
 static PyObject *hook_leave(MonitorHook *h, PyObject *const *args, Py_ssize_t nargs)
 {
-    int32_t id = code_id_of(h, args, nargs);
-    if (id == 0)
-        return Py_NewRef(h->disable);
-    if (id > 0)
-        record(h, K_RETURN, id);
-    Py_RETURN_NONE;
+    return on_event(h, args, nargs, K_RETURN, 1);
 }
 
 /* PY_UNWIND: (code, offset, exception); cannot be disabled, and unknown code is not worth classifying here. */
