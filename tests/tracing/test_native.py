@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -209,20 +210,27 @@ def test_without_a_compiler_the_python_backends_trace_after_one_warning(tmp_path
                                            "failed (false: no output)"]
 
 
-def test_the_first_use_builds_into_the_cache_folder_once(tmp_path):
-    """A Python with no build next to the sources compiles one into the cache, and the next process loads it."""
+def test_ranks_starting_together_build_once_and_later_ones_load_it(tmp_path):
+    """A Python with no build next to the sources compiles one into the cache on first use: three processes that
+    start at once (the ranks of a node) wait for one compiler run, and a later process loads its result."""
     python = pyenv_python("3.13.0")
     env = child_env(HANGDOCTOR_CACHE_DIR=str(tmp_path / "cache"))
-    probe = "from tracing import native; m = native.load(); print(m.__file__ if m else native.reason())"
-    first = run_bounded([python, "-c", probe], timeout=300, env=env)
-    built = os.stat(first.stdout.strip()).st_mtime_ns if first.returncode == 0 else None
-    second = run_bounded([python, "-c", probe], timeout=60, env=env)
-    assert first.returncode == second.returncode == 0, first.output + second.output
-    path = first.stdout.strip()
-    assert path == second.stdout.strip() and path.startswith(str(tmp_path / "cache"))
-    assert os.stat(path).st_mtime_ns == built  # the second process loaded the first one's build
-    assert os.path.basename(path).startswith("_ctrace.cpython-313")
-    assert sorted(os.listdir(os.path.dirname(path))) == [".lock", os.path.basename(path)]  # built once, no leftovers
+    probe = [python, "-c", "from tracing import native; m = native.load(); print(m.__file__ if m else native.reason())"]
+    ranks = [subprocess.Popen(probe, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    try:
+        outputs = [rank.communicate(timeout=300) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+    assert [rank.returncode for rank in ranks] == [0, 0, 0], outputs
+    (path,) = {out.strip() for out, _ in outputs}
+    assert path.startswith(str(tmp_path / "cache")) and os.path.basename(path).startswith("_ctrace.cpython-313")
+    assert sorted(os.listdir(os.path.dirname(path))) == [".lock", os.path.basename(path)]  # one build, no leftovers
+    built = os.stat(path).st_mtime_ns
+    later = run_bounded(probe, timeout=60, env=env)
+    assert later.returncode == 0 and later.stdout.strip() == path, later.output
+    assert os.stat(path).st_mtime_ns == built  # loaded, not built again
 
 
 FAILING_CLASSIFY = """
