@@ -176,8 +176,8 @@ def summarize(samples: dict[tuple[str, str], list[dict]], modes, workloads) -> l
 
 def print_table(rows: list[dict], repeats: int) -> None:
     print(f"\nPython {sys.version.split()[0]}, {repeats} interleaved repeats, CPU time, ratio = median / median untraced")
-    print("| workload | mode | backend | median CPU s | ratio | paired range | written per rank | per step | events/step "
-          "| µs/event |")
+    print("| workload | mode | backend | median CPU s | ratio | paired range | written per rank | per step "
+          "| events/step | µs/event |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         writes = r["mode"] != "untraced" and not r["mode"].startswith("floor:")
@@ -186,7 +186,8 @@ def print_table(rows: list[dict], repeats: int) -> None:
         events = f"{r['events_per_step']:.0f}" if r["events_per_step"] else "–"
         per_event = f"{r['us_per_event']:.2f}" if r["us_per_event"] is not None else "–"
         print(f"| {r['workload']} | {r['mode']} | {r['backend'] or '–'} | {r['cpu_s']:.3f} | {r['ratio']:.2f}x | "
-              f"{r['ratio_range'][0]:.2f}-{r['ratio_range'][1]:.2f} | {written} | {per_step} | {events} | {per_event} |")
+              f"{r['ratio_range'][0]:.2f}-{r['ratio_range'][1]:.2f} | {written} | {per_step} | {events} "
+              f"| {per_event} |")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,8 +45,8 @@ enum { MODE_OFF, MODE_WAITING, MODE_TRACING };
 /* 3.11 evaluates a generator function's new frame once just to create the generator (RETURN_GENERATOR): that is
  * no call of it; its later resumptions run on the generator's own frame. 3.10 creates generators unevaluated. */
 #if PY_VERSION_HEX >= 0x030B0000
-#define CREATES_GENERATOR(f) \
-    (((f)->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && (f)->owner != FRAME_OWNED_BY_GENERATOR)
+#define GENERATOR_FLAGS (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
+#define CREATES_GENERATOR(f) (((f)->f_code->co_flags & GENERATOR_FLAGS) && (f)->owner != FRAME_OWNED_BY_GENERATOR)
 #else
 #define CREATES_GENERATOR(f) 0
 #endif
