@@ -5,8 +5,8 @@
   its callbacks in C. Selected events are written by C too. Covers every thread. Cannot see C calls before 3.12.
 - `monitoring` (Python 3.12+): `sys.monitoring`; an unselected code object gets DISABLE at its first event and
   costs nothing afterwards. Covers every thread.
-- `settrace` (the default before 3.12): a global trace function sees each Python call once; selected frames get a
-  local trace function with line events turned off, so they alone report their return.
+- `settrace` (before 3.12 the default without the C hook): a global trace function sees each Python call once;
+  selected frames get a local trace function with line events turned off, so they alone report their return.
 - `setprofile`: sees every call and return, and C calls: used before 3.12 when C calls are wanted.
 Before 3.12 the last two trace the thread that starts tracing and the threads started after it: Python offers no
 way to hook a thread that is already running (3.12 added threading.settrace_all_threads, used there). CPython drops

@@ -1,4 +1,4 @@
-"""sys.settrace backend, the default before Python 3.12.
+"""sys.settrace backend, the default before Python 3.12 where the C hook cannot be built.
 
 The global trace function runs once per Python call and answers from the per-code-object cache. For unselected
 code it returns None, so that frame reports nothing more (not even its return). Selected frames get a local trace
