@@ -5,6 +5,7 @@ templates, and a real local test cluster.
     slurm.pids         scontrol listpids (rows with task number "-" are helpers, not tasks)
     slurm.steps        run_step_on_each_node(): ONE `srun --overlap` step, bounded, robust to silent nodes
     slurm.stepwrap     the per-node task of that step (standard library only)
+    slurm.frames       one JSON record as short numbered lines through srun or pdsh, and back (stdlib only)
     slurm.nodelist     expand_nodelist("gpu[01-04,07]"), compress_nodelist([...])
     slurm.hostfile     `node slots=N` hostfiles, like the seed's makehostfile
     slurm.sbatch       render_sbatch(BatchJob(program, tasks, tasks_per_node)), submit(), wait_until_done()

@@ -19,7 +19,6 @@ string, and nothing is ever sent to the job's own processes.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -30,10 +29,8 @@ from slurm.errors import JobNotFound, NotJobOwner, SlurmCommandFailed, SlurmComm
 from slurm.jobs import check_job_id
 from slurm.nodelist import compress_nodelist
 from slurm.process import MISSING_HINT, kill_group
-from slurm import stepwrap
-from slurm.stepwrap import decode_frames
+from slurm import frames, stepwrap
 
-_LABELLED = re.compile(r"^\s*(\d+): (.*)$")
 NO_ANSWER = "no answer"
 STOP_ALLOWANCE = 1.5  # seconds kept, within the bound, to stop srun
 STEPWRAP = os.path.abspath(stepwrap.__file__)  # started by path on the nodes: the same path must exist there
@@ -89,16 +86,15 @@ def step_argv(job_id: str, nodes: list[str], command: list[str], *, payload_time
 
 def parse_step_output(stdout: str) -> tuple[dict[str, NodeResult], dict[str, str]]:
     """The nodes' records in srun's labelled stdout, and {node: why} for those whose frames did not all arrive."""
-    labelled = []
-    for line in stdout.splitlines():
-        match = _LABELLED.match(line)
-        labelled.append((match.group(1), match.group(2)) if match else ("", line))
-    records, incomplete = decode_frames(labelled)
-    results = {
-        node: NodeResult(node=node, status=r["status"], returncode=r["returncode"], stdout=r["stdout"],
-                         stderr=r["stderr"], seconds=r["seconds"])
-        for node, r in records.items()
-    }
+    records, incomplete = frames.decode(stdout.splitlines())  # srun's label before each frame tells tasks apart
+    results = {}
+    for sender, r in records:
+        node = str(r.get("node") or sender)
+        try:
+            results[node] = NodeResult(node=node, status=r["status"], returncode=r["returncode"], stdout=r["stdout"],
+                                       stderr=r["stderr"], seconds=r["seconds"])
+        except KeyError as missing:  # not a step wrapper's record (another version of it on that node?)
+            incomplete[node] = f"its report lacks {missing}"
     return results, incomplete
 
 

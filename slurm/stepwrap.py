@@ -8,28 +8,27 @@ stderr and exit status, and prints one record
     {"node": "<SLURMD_NODENAME>", "status": "ok|failed|timeout|not started", "returncode": ..., "stdout": "...",
      "stderr": "...", "seconds": ...}
 
-as frame lines `HANGDOCTOR-STEP <node> <i>/<n> <part>`: the record's JSON, zlib-compressed, base64-encoded, cut in
-parts of at most 800 characters. srun cuts labelled output lines at 1,024 bytes, so one long line per node would
-arrive in pieces; short frames with their number come back whole, and `--label` keeps two tasks' output from
-mixing within a line. A node whose frames never all arrive did not answer. Standard library only: it runs under
+as frame lines (slurm.frames, the one codec of both ways back from the nodes: the record's JSON, zlib-compressed,
+base64-encoded, in numbered parts of at most 800 characters). srun cuts labelled output lines at 1,024 bytes, so
+one long line per node would arrive in pieces; short frames with their number come back whole, and `--label`
+keeps two tasks' output from mixing within a line. A node whose frames never all arrive did not answer. Standard
+library only: it runs under
 whatever Python (3.7+) the job's nodes have, started by its path with `-S` (no site-packages needed, and a third
 of Python's start-up saved on every node).
 """
 
 from __future__ import annotations
 
-import binascii
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import zlib
-from collections.abc import Iterable
 
-FRAME = "HANGDOCTOR-STEP "
-PART = 800  # characters of base64 per frame line, well under srun's 1,024-byte line limit
+if __package__ in (None, ""):  # started by file path on a node: make `slurm` importable from here
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from slurm import frames  # noqa: E402
 
 
 def run_wrapped(argv: list[str], timeout: float) -> dict:
@@ -62,47 +61,6 @@ def run_wrapped(argv: list[str], timeout: float) -> dict:
     }
 
 
-def encode_frames(record: dict) -> list[str]:
-    # binascii rather than base64 (which imports re): this runs in a fresh Python on every node
-    data = binascii.b2a_base64(zlib.compress(json.dumps(record).encode(), 6), newline=False).decode("ascii")
-    parts = [data[i:i + PART] for i in range(0, len(data), PART)] or [""]
-    return [f"{FRAME}{record['node']} {i}/{len(parts)} {part}" for i, part in enumerate(parts, 1)]
-
-
-def decode_frames(lines: Iterable[tuple[str, str]]) -> tuple[dict[str, dict], dict[str, str]]:
-    """(stream, line) pairs -> ({node: record}, {node: why its record is incomplete}).
-
-    `stream` tells the writers apart (srun's task label); other lines are ignored.
-    """
-    parts: dict[tuple[str, str], dict[int, str]] = {}
-    totals: dict[tuple[str, str], int] = {}
-    for stream, line in lines:
-        if not line.startswith(FRAME):
-            continue
-        fields = line[len(FRAME):].split(" ")
-        if len(fields) != 3 or "/" not in fields[1]:
-            continue
-        node, (index, total), part = fields[0], fields[1].split("/", 1), fields[2]
-        if not (index.isdigit() and total.isdigit()):
-            continue
-        key = (stream, node)
-        parts.setdefault(key, {})[int(index)] = part
-        totals[key] = int(total)
-    records, incomplete = {}, {}
-    for key, got in parts.items():
-        node, total = key[1], totals[key]
-        if len(got) < total or any(i not in got for i in range(1, total + 1)):
-            incomplete[node] = f"its report was cut short: {len(got)} of {total} parts arrived"
-            continue
-        try:
-            record = json.loads(zlib.decompress(binascii.a2b_base64("".join(got[i] for i in range(1, total + 1)))))
-        except (ValueError, zlib.error) as err:
-            incomplete[node] = f"its report did not decode: {err}"
-            continue
-        records[record.get("node", node)] = record
-    return records, incomplete
-
-
 def parse_args(argv: list[str]) -> tuple[float, list[str]]:
     """(timeout, command). The form run_step_on_each_node uses, `--timeout=T -- COMMAND...`, is read directly:
     this runs once per node and per step, and argparse's import alone costs a third of a bare Python start."""
@@ -127,7 +85,7 @@ def parse_args(argv: list[str]) -> tuple[float, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     timeout, command = parse_args(sys.argv[1:] if argv is None else argv)
     record = run_wrapped(command, timeout)
-    sys.stdout.write("".join(line + "\n" for line in encode_frames(record)))
+    sys.stdout.write("".join(line + "\n" for line in frames.encode(record, record["node"])))
     sys.stdout.flush()
     return 0
 

@@ -14,13 +14,13 @@ import shutil
 import sys
 import time
 
-if __package__ in (None, ""):  # started by file path on a node: make `hangdoctor` importable from here
+if __package__ in (None, ""):  # started by file path on a node: make `hangdoctor` and `slurm` importable from here
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from hangdoctor.collector import node  # noqa: E402
 from hangdoctor.collector.document import PYSPY_MISSING, NodeDocument  # noqa: E402
-from hangdoctor.collector.framing import frame_lines  # noqa: E402
 from hangdoctor.collector.options import add_arguments, from_namespace  # noqa: E402
+from slurm import frames  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,14 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-limit", type=float, default=None, help="seconds this collector may take in all")
     parser.add_argument("--out", default="-", help="output file (written atomically), or - for stdout")
     parser.add_argument("--chunked", action="store_true",
-                        help="print the document as short numbered frame lines (collector/framing.py: srun and pdsh "
-                             "cut long lines)")
+                        help="print the document as short numbered frame lines (slurm/frames.py: pdsh and srun "
+                             "cut and prefix long lines)")
     parser.add_argument("--progress", action="store_true", help="print 'hangdoctor-progress NODE DONE/TOTAL' on stderr")
     return parser
 
 
 def write_chunked(doc: dict) -> None:
-    sys.stdout.write("".join(line + "\n" for line in frame_lines(doc)))
+    sys.stdout.write("".join(line + "\n" for line in frames.encode(doc, str(doc.get("node") or "node"))))
     sys.stdout.flush()
 
 

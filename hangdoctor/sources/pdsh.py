@@ -1,8 +1,9 @@
 """Collect over pdsh from the hosts of a hostfile (clusters without SLURM, or without srun access).
 
-    pdsh -R ssh -w host1,host2 PYTHON -m hangdoctor.collector --py-spy PATH --match KEY=VALUE ...
+    pdsh -R ssh -w host1,host2 PYTHON -S .../hangdoctor/collector/__main__.py --chunked --match KEY=VALUE ...
 
-Each host prints one JSON document on one line (pdsh prefixes it with "host: "). pdsh joins the remote
+Each host prints its node document as short numbered frame lines (slurm/frames.py, the codec srun's path uses
+too: pdsh cuts long lines and prefixes each with "host: "). pdsh joins the remote
 command into a string for ssh, so every argument we pass is checked to be free of shell metacharacters.
 With `--rcmd exec` pdsh runs the command here with `%h` replaced by each host name (our tests use it; it
 also serves a site whose own wrapper reaches the node, e.g. `--rcmd exec` with a command prefix).
@@ -21,8 +22,8 @@ from pathlib import Path
 from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered
-from hangdoctor.collector.framing import read_frames
 from hangdoctor.sources.remote import collector_argv
+from slurm import frames
 
 _SAFE = re.compile(r"^[A-Za-z0-9_./:=%+,@-]+$")
 
@@ -76,9 +77,10 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # pdsh and our collectors: never the job's processes
         out, err = proc.communicate()
-    docs, broken = read_frames(out)
+    records, broken = frames.decode(out.splitlines())  # pdsh's "host: " before each frame tells hosts apart
+    docs = [doc for _, doc in records]
     answered = {doc.get("node") for doc in docs}
-    failed = [NodeReport(name=node, ok=False, error="its output arrived incomplete") for node in broken]
+    failed = [NodeReport(name=node, ok=False, error=f"pdsh: {why}") for node, why in broken.items()]
     for host in hosts:
         if host not in answered and host not in broken:
             said = [line.split(":", 1)[1].strip() for line in err.splitlines() if line.startswith(f"{host}:")]

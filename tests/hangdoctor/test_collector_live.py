@@ -173,9 +173,11 @@ def test_chunked_output_survives_transports_that_cut_long_lines():
                              timeout=60, env=child_env())
     lines = result.stdout.splitlines()
     assert len(lines) > 1 and all(len(line) < 1000 for line in lines)
-    from hangdoctor.collector.framing import read_frames
-    docs, broken = read_frames("\n".join(f"0: {line}" for line in lines))
-    assert not broken and docs[0]["node"] == "nX" and docs[0]["processes"][0]["rank"] == 0
+    from slurm.frames import decode
+    records, broken = decode(f"nX: {line}" for line in lines)  # as pdsh prefixes them
+    assert not broken and [sender for sender, _ in records] == ["nX"]
+    doc = records[0][1]
+    assert doc["node"] == "nX" and doc["processes"][0]["rank"] == 0
 
 
 def test_factored_frames_give_back_pyspys_json_exactly():

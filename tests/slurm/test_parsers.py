@@ -7,7 +7,7 @@ import pytest
 from slurm.jobs import parse_key_values, parse_show_job, parse_squeue
 from slurm.pids import parse_listpids
 from slurm.steps import parse_step_output
-from slurm.stepwrap import encode_frames
+from slurm.frames import encode
 
 DATA = Path(__file__).parent / "data"
 JOBS = dict(line.split("=") for line in (DATA / "jobs.txt").read_text().split())
@@ -95,7 +95,7 @@ def record(node: str, stdout: str = "", status: str = "ok") -> dict:
 
 def test_step_output_reassembles_interleaved_frames_and_ignores_noise():
     big = "".join(f"{i:06d} MainThread all_reduce (torch/distributed/distributed_c10d.py:1191)\n" for i in range(3000))
-    a, b = encode_frames(record("n1", big)), encode_frames(record("n13", "x", "timeout"))
+    a, b = encode(record("n1", big), "n1"), encode(record("n13", "x", "timeout"), "n13")
     assert len(a) > 10 and all(len(line) < 1000 for line in a)  # srun cuts labelled lines at 1,024 bytes
     lines = [f"0: {a[0]}", "1: some stray line", f"12: {b[0]}", *(f"0: {line}" for line in a[1:])]
     lines += [f"12: {line}" for line in b[1:]]
@@ -105,7 +105,7 @@ def test_step_output_reassembles_interleaved_frames_and_ignores_noise():
 
 
 def test_step_output_with_frames_missing_says_so():
-    frames = encode_frames(record("n4", "y" * 100_000 + "".join(map(str, range(20000)))))
+    frames = encode(record("n4", "y" * 100_000 + "".join(map(str, range(20000)))), "n4")
     results, incomplete = parse_step_output("\n".join(f"3: {line}" for line in frames[:-1]))
     assert results == {} and incomplete == {"n4": f"its report was cut short: {len(frames) - 1} of {len(frames)} "
                                                   "parts arrived"}

@@ -1,7 +1,8 @@
 """The per-node task of a step, run directly (no SLURM needed): one framed line, whatever the command does."""
 
 from slurm.steps import STEPWRAP
-from slurm.stepwrap import decode_frames, parse_args
+from slurm.frames import decode
+from slurm.stepwrap import parse_args
 from tests.support import PYTHON, child_env, run_bounded
 
 
@@ -10,9 +11,9 @@ def wrapped(*command: str, timeout: float = 5, **env: str) -> dict:
     result = run_bounded([PYTHON, "-S", STEPWRAP, f"--timeout={timeout}", "--", *command], timeout=30,
                          env=child_env(**env))
     assert result.returncode == 0, result.output
-    records, incomplete = decode_frames(("", line) for line in result.stdout.splitlines())
+    records, incomplete = decode(result.stdout.splitlines())
     assert len(records) == 1 and not incomplete
-    return next(iter(records.values()))
+    return records[0][1]
 
 
 def test_ok_and_failed_commands_keep_output_and_status():
@@ -50,7 +51,7 @@ def test_large_output_comes_back_whole_in_short_lines():
                          timeout=30)
     lines = result.stdout.splitlines()
     assert len(lines) > 10 and max(map(len, lines)) < 1000
-    (rec,) = decode_frames(("", line) for line in lines)[0].values()
+    ((_, rec),) = decode(lines)[0]
     assert len(rec["stdout"]) == 300001
 
 
@@ -66,5 +67,5 @@ def test_arguments_read_directly_or_by_argparse_agree():
 
 def test_the_module_form_still_runs():
     result = run_bounded([PYTHON, "-m", "slurm.stepwrap", "--timeout=5", "--", "true"], timeout=30)
-    records, _ = decode_frames(("", line) for line in result.stdout.splitlines())
-    assert [r["status"] for r in records.values()] == ["ok"]
+    records, _ = decode(result.stdout.splitlines())
+    assert [r["status"] for _, r in records] == ["ok"]
