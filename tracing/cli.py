@@ -25,8 +25,9 @@ VERBS = {
 }
 READING_EXIT_CODES = {  # every verb that reads traces, unless it lists its own
     0: "success",
-    1: "unreadable input: no trace files, an empty or corrupt file (one Error: line)",
     2: "usage error: bad flags or settings",
+    3: "nothing to read: no trace files, an empty or corrupt file (one Error: line)",
+    4: "the human-readable view needs the 'rich' package (--json does not)",
 }
 TOOL = Tool(name="tracing", description=__doc__.split("\n\n")[0], verbs=VERBS, exit_codes=READING_EXIT_CODES,
             epilog="exit codes: each verb lists its own in `tracing VERB --help`; 2 is always a bad command line.")

@@ -32,10 +32,10 @@ def error_lines(capsys) -> list[str]:
 
 
 def test_folder_without_traces(tmp_path, capsys):
-    assert main(["last", str(tmp_path)]) == 1
+    assert main(["last", str(tmp_path)]) == 3
     assert error_lines(capsys) == [f"Error: {tmp_path}: no trace files (trace-*.ring or trace-*.txt) in this folder",
                                    "Hint: point it at the --out folder of `tracing run`"]
-    assert main(["diverge", str(tmp_path / "missing")]) == 1
+    assert main(["diverge", str(tmp_path / "missing")]) == 3
     assert error_lines(capsys)[0] == f"Error: {tmp_path / 'missing'}: no such file or folder"
 
 
@@ -47,7 +47,7 @@ def test_empty_or_corrupt_ring(tmp_path, capsys, content, message):
     bad = tmp_path / "trace-h-0-1.ring"
     bad.write_bytes(content)
     for verb in ("last", "diverge", "show"):
-        assert main([verb, str(bad if verb == "show" else tmp_path)]) == 1
+        assert main([verb, str(bad if verb == "show" else tmp_path)]) == 3
         lines = error_lines(capsys)
         assert lines[0].startswith("Error: ") and message in lines[0] and len(lines) <= 2
 
@@ -56,11 +56,11 @@ def test_truncated_ring_and_corrupt_stream(tmp_path, capsys):
     traced_ranks(tmp_path, ranks=(0,))
     (ring,) = tmp_path.glob("*.ring")
     ring.write_bytes(ring.read_bytes()[:5000])
-    assert main(["show", str(ring)]) == 1
+    assert main(["show", str(ring)]) == 3
     assert "truncated ring file: 5000 bytes" in error_lines(capsys)[0]
     stream = tmp_path / "trace-h-0-2.txt"
     stream.write_text("hello\n")
-    assert main(["show", str(stream)]) == 1
+    assert main(["show", str(stream)]) == 3
     assert "not a hangdoctor stream trace" in error_lines(capsys)[0]
 
 
@@ -76,7 +76,7 @@ def test_one_bad_file_among_good_ones_is_a_warning(tmp_path, capsys):
 def test_bad_input_from_the_real_command_has_no_traceback(tmp_path):
     (tmp_path / "trace-h-0-1.ring").write_bytes(b"x" * 10)
     done = run_bounded([PYTHON, "-m", "tracing", "last", str(tmp_path)], timeout=60, env=child_env())
-    assert done.returncode == 1
+    assert done.returncode == 3
     assert done.stderr.startswith("Error: ") and "Traceback" not in done.stderr
     done = run_bounded([PYTHON, "-m", "tracing", "run", "--include", "x"], timeout=60, env=child_env())
     assert done.returncode == 2 and done.stderr.startswith("Error: no program to run")
@@ -126,7 +126,7 @@ def test_export_chrome_merges_ranks(tmp_path, capsys):
         phases = [e["ph"] for e in events if e["pid"] == rank and e["ph"] in "BE"]
         assert phases.count("B") == phases.count("E") > 0
     assert any(e.get("name") == "odd_one_out" and e["pid"] == 1 for e in events)
-    assert main(["export", str(tmp_path / "t"), "-o", str(target), "--ranks", "7"]) == 1
+    assert main(["export", str(tmp_path / "t"), "-o", str(target), "--ranks", "7"]) == 3
     assert "none of ranks 7" in capsys.readouterr().err
 
 
@@ -151,7 +151,7 @@ def test_without_rich_the_human_view_says_so_and_json_still_works(tmp_path):
                         str(Path(sample_work.__file__))], timeout=60, env=child_env())
     assert done.returncode == 0, done.output
     human = run_bounded([python, "-m", "tracing", "last", str(tmp_path)], timeout=60, env=child_env())
-    assert human.returncode == 1
+    assert human.returncode == 4
     assert human.stderr.splitlines() == ["Error: the human-readable view needs the 'rich' package",
                                          "Hint: pip install rich, or use --json"]
     as_json = run_bounded([python, "-m", "tracing", "last", str(tmp_path), "--json"], timeout=60, env=child_env())

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from clicore.errors import CommandError
+from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, CommandError
 
 
 def traces_or_error(path: str, *, tail: int | None = None):
-    """The trace files under `path` (tracedir.load_traces), or one `Error:` line and exit 1 when none can be read."""
+    """The trace files under `path` (tracedir.load_traces), or one `Error:` line and exit 3 when none can be read."""
     from tracing.tracedir import TraceInputError, load_traces
     try:
         return load_traces(path, tail=tail)
     except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
+        raise CommandError(str(e), hint=e.hint, exit_code=EXIT_NOT_FOUND) from None
 
 
 def print_warnings(warnings: list[str]) -> None:
@@ -25,6 +25,6 @@ def console():
     try:
         from rich.console import Console
     except ImportError:
-        raise CommandError("the human-readable view needs the 'rich' package", exit_code=1,
+        raise CommandError("the human-readable view needs the 'rich' package", exit_code=EXIT_ENVIRONMENT,
                            hint="pip install rich, or use --json") from None
     return Console(highlight=False)

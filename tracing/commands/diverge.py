@@ -27,8 +27,10 @@ from tracing.render.jsonout import dumps
 
 EXIT_CODES = {
     0: "the ranks made the same calls (or fewer than two ranks have events)",
-    1: "the ranks diverged (the report says where); also unreadable input, with an Error: line on stderr",
+    1: "the ranks diverged (the report says where)",
     2: "usage error: bad flags",
+    3: "nothing to read: no trace files, an empty or corrupt file (one Error: line)",
+    4: "the human-readable view needs the 'rich' package (--json does not)",
 }
 
 

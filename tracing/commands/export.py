@@ -11,9 +11,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from clicore.errors import CommandError
+from clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from tracing.chrome import write_chrome_trace
 from tracing.commands.common import print_warnings, traces_or_error
+
+EXIT_CODES = {
+    0: "the JSON was written",
+    2: "usage error: bad flags, or the output file cannot be written",
+    3: "nothing to read: no trace files, an empty or corrupt file, or none of --ranks among them (one Error: line)",
+}
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(e), exit_code=2) from None
         traces = [t for t in traces if t.identity.rank in wanted]
         if not traces:
-            raise CommandError(f"none of ranks {args.ranks} is in {args.path}", exit_code=1)
+            raise CommandError(f"none of ranks {args.ranks} is in {args.path}", exit_code=EXIT_NOT_FOUND)
     print_warnings(loaded.warnings)
     if args.output == "-":
         count = write_chrome_trace(traces, sys.stdout)
@@ -42,6 +48,6 @@ def run(args: argparse.Namespace) -> int:
             with open(args.output, "w", encoding="utf-8") as out:
                 count = write_chrome_trace(traces, out)
         except OSError as e:
-            raise CommandError(f"{args.output}: {e.strerror or e}", exit_code=1) from None
+            raise CommandError(f"{args.output}: {e.strerror or e}", exit_code=EXIT_USAGE) from None
         print(f"wrote {count} trace events of {len(traces)} rank(s) to {args.output}")
     return 0

@@ -20,7 +20,7 @@ import runpy
 import sys
 import traceback
 
-from clicore.errors import CommandError
+from clicore.errors import EXIT_ENVIRONMENT, CommandError
 from tracing.identity import current_identity
 from tracing.options import VALUE_FLAGS, add_trace_options, config_from_args
 from tracing.records import EXITED
@@ -30,6 +30,7 @@ from tracing.tracer import Tracer
 EXIT_CODES = {
     0: "the traced program's own exit code is returned (0 when it succeeded)",
     2: "usage error: bad flags or settings, no program, a script that does not exist",
+    4: "tracing could not start (e.g. its ring file cannot be created); the program did not run",
 }
 
 
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         tracer.start()
     except (OSError, RuntimeError) as e:
-        raise CommandError(f"cannot start tracing: {e}", exit_code=1) from None
+        raise CommandError(f"cannot start tracing: {e}", exit_code=EXIT_ENVIRONMENT) from None
     code = 0
     try:
         if module is None:

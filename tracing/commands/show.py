@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from clicore.argtypes import non_negative_int
-from clicore.errors import CommandError
+from clicore.errors import EXIT_NOT_FOUND, CommandError
 from tracing.commands.common import print_warnings
 from tracing.render.text import clock, event_line
 from tracing.tracedir import TraceInputError, read_trace_file
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         trace = read_trace_file(args.file, tail=args.tail)
     except TraceInputError as e:
-        raise CommandError(str(e), hint=e.hint, exit_code=1) from None
+        raise CommandError(str(e), hint=e.hint, exit_code=EXIT_NOT_FOUND) from None
     print_warnings(trace.warnings)
     ident = trace.identity
     print(f"# {ident.label}, {trace.source} file, {trace.state_word}"
