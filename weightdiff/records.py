@@ -12,6 +12,7 @@ No torch import: the comparison and check logic over these records is pure Pytho
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,13 @@ class RankDump:
     absent: dict[str, str] = field(default_factory=dict)  # names the source should hold but does not -> why
     unreadable: dict[str, str] = field(default_factory=dict)  # names it holds whose records could not be read
     whole: bool = False  # one record holds the whole model (a state dict), whatever the other side's grid
+
+    @cached_property
+    def kept_names(self) -> dict[str, str]:
+        """{a name this dump does not hold: the tensor it keeps for it}, from its ties (a tied weight kept once
+        under one name: a module's shared parameter, a name declared in safetensors metadata)."""
+        return {alias: name for name, meta in self.tensors.items() if meta.tie is not None
+                for alias in meta.tie.aliases if alias not in self.tensors}
 
     @property
     def key(self) -> tuple[int, int, int]:

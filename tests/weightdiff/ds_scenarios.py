@@ -20,6 +20,9 @@ writes no layer file for it). ZeRO-1 with torch's AdamW. Scenarios, each with it
 - zero2/    a plain nn.Module (no pipeline) over all 4 ranks as DP=4, ZeRO stage 2, bf16: two steps, saved to
             ckpt/ (bf16 module weights in mp_rank_00, fp32 master partitions in bf16_zero_pp_rank_{0..3}_*; what
             zero_to_fp32 and ds_to_universal take).
+- tied/     a plain nn.Module whose output head is its input embedding (one parameter, two names), over all 4
+            ranks as DP=4, ZeRO-1: one step, saved to ckpt/; rank 0 also writes the module's state dict as
+            state.pt (torch.save) and as huggingface_hub writes it (hub/: the tied name dropped and declared).
 - bf16pp/   a pipeline like bn/'s (a LayerNorm for the BatchNorm) with bf16 and ZeRO stage 0, so DeepSpeed's
             bf16 optimizer (BLOOM's setup): fp32 masters partitioned over dp, no ZeRO param_shapes; two steps,
             saved to ckpt/.
@@ -185,6 +188,42 @@ def scenario_zero2_bf16(out: Path) -> None:
     engine.save_checkpoint(str(out / "ckpt"), tag="global_step2")
 
 
+class TiedLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.norm = nn.LayerNorm(HIDDEN)
+        self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
+        self.head.weight = self.embed.weight  # tied, as GPT-2's lm_head and wte
+
+    def forward(self, tokens):
+        return self.head(self.norm(self.embed(tokens)))
+
+
+def scenario_tied_module(out: Path) -> None:
+    import deepspeed
+    from huggingface_hub import save_torch_state_dict
+
+    torch.manual_seed(7)
+    model = TiedLM()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt,
+                                           config=_config(torch.distributed.get_world_size(), 1))
+    data = batches(900 + torch.distributed.get_rank())
+    for _ in range(GAS):
+        tokens, labels = next(data)
+        engine.backward(loss_fn(engine(tokens), labels))
+        engine.step()
+    engine.save_checkpoint(str(out / "ckpt"), tag="global_step1")
+    if torch.distributed.get_rank() == 0:
+        # the module's parameters are views of ZeRO's flat buffer: copy them, keeping the tie as the model has it
+        state = {k: v.detach().clone() for k, v in engine.module.state_dict().items() if k != "head.weight"}
+        state["head.weight"] = state["embed.weight"]
+        torch.save(state, out / "state.pt")
+        (out / "hub").mkdir()
+        save_torch_state_dict(dict(state), out / "hub")
+
+
 def scenario_bf16_pipeline(out: Path) -> None:
     import deepspeed
     from deepspeed.pipe import LayerSpec, PipelineModule
@@ -216,7 +255,9 @@ def main() -> None:
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     coords = ParallelDims.from_world(world, tp=1, pp=2).coords(rank)
 
-    scenario_zero2_bf16(out / "zero2")  # first: DeepSpeed keeps the pipeline engines' model-parallel groups after
+    # the plain modules first: DeepSpeed keeps the pipeline engines' model-parallel groups after them
+    scenario_zero2_bf16(out / "zero2")
+    scenario_tied_module(out / "tied")
     scenario_save_and_resume(out / "healthy", coords, tie_norm=True, naive=False)
     scenario_save_and_resume(out / "seedbug", coords, tie_norm=False, naive=True)
     scenario_buffers(out / "bn", coords)

@@ -194,3 +194,16 @@ def test_a_checkpoint_against_its_safetensors_export_with_a_name_map(runs, tmp_p
     save_file(export, str(tmp_path / "model.safetensors"))
     code, out, _ = _cli([str(runs / "bn" / "ckpt"), str(tmp_path / "model.safetensors"), "--name-map", str(name_map)])
     assert code == 1 and "model.layers.2.running_var (buffer)  differs on pp=0" in out and "[7]" in out
+
+
+def test_a_tied_module_checkpoint_against_its_state_dict_and_its_hub_export(runs):
+    """A non-pipeline module with its head tied to its embedding: DeepSpeed's `module` state dict has both names
+    on one storage, huggingface_hub's export drops one and declares it. All three are the same model."""
+    tied = runs / "tied"
+    for a, b in ((tied / "ckpt", tied / "state.pt"), (tied / "ckpt", tied / "hub"), (tied / "hub", tied / "ckpt")):
+        code, out, err = _cli([str(a), str(b), "--json"])
+        report = json.loads(out)
+        assert code == 0 and report["verdict"] == "same" and report["params"] == [], (a, b, err)
+        assert report["compared_tensors"] == 4  # embed.weight, norm.weight, norm.bias, and head.weight (tied)
+    code, out, err = _cli(["check", str(tied / "ckpt"), "--json"])
+    assert code == 0, out + err

@@ -19,6 +19,7 @@ from weightdiff.analysis.classify import norm_reason
 from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
 from weightdiff.analysis.pairing import pair_keys, single_whole
 from weightdiff.analysis.stored_copies import StoredCopies
+from weightdiff.analysis.tied_names import Renamed, held_as_one_with, kept_as
 from weightdiff.analysis.tp_shards import ShardView, shard_spec
 from weightdiff.errors import BadInput
 from weightdiff.read.dtypes import itemsize
@@ -26,10 +27,11 @@ from weightdiff.read.sources import Selection
 from weightdiff.read.values import open_values
 from weightdiff.records import RankDump, TensorMeta
 
-# Statuses of one parameter of one pair. "restored" is informational (not a difference).
-DIFFERS, SHAPE, DTYPE, MISSING_A, MISSING_B, NOT_SAVED, RESTORED, UNREADABLE = (
-    "differs", "shape", "dtype", "missing in a", "missing in b", "not saved", "restored by load", "unreadable")
-NOT_DIFFERENCES = {RESTORED}
+# Statuses of one parameter of one pair. "restored" and "stored once" are informational (not differences).
+DIFFERS, SHAPE, DTYPE, MISSING_A, MISSING_B, NOT_SAVED, RESTORED, UNREADABLE, STORED_ONCE = (
+    "differs", "shape", "dtype", "missing in a", "missing in b", "not saved", "restored by load", "unreadable",
+    "stored once")
+NOT_DIFFERENCES = {RESTORED, STORED_ONCE}
 
 
 @dataclass
@@ -101,7 +103,7 @@ def compare_pair(da: RankDump, db: RankDump, tol: Tolerance, *, trust_fingerprin
     names = list(da.tensors) + [n for n in db.tensors if n not in da.tensors]
     if da.whole != db.whole:  # the whole model against one rank: only the names that rank holds
         part = db if da.whole else da
-        names = [n for n in names if n in part.tensors or n in part.unreadable]
+        names = [n for n in names if n in part.tensors or n in part.unreadable or n in part.kept_names]
     else:
         names += [n for n in {**da.unreadable, **db.unreadable} if n not in da.tensors and n not in db.tensors]
     need_values = da.mode == "full" and db.mode == "full"
@@ -141,17 +143,40 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
     base = dict(name=name, coords=where, module_class=meta.module_class, norm=norm_reason(meta), role=meta.role)
     if ma is None or mb is None:
         side_absent, present = (db, ma) if mb is None else (da, mb)
+        kept = kept_as(side_absent, name) if name not in side_absent.absent else None
+        if kept is not None:  # that side keeps it once, under another name: compare with that tensor
+            label = "b" if mb is None else "a"
+            if mb is None:
+                mb, vb = side_absent.tensors[kept], Renamed(vb, name, kept) if vb is not None else None
+            else:
+                ma, va = side_absent.tensors[kept], Renamed(va, name, kept) if va is not None else None
+            before = len(result.diffs)
+            _compare_both(result, da, db, name, base, ma, mb, tol, va, vb, use_fingerprints)
+            for diff in result.diffs[before:]:
+                diff.note = "; ".join(x for x in (diff.note, f"{label} keeps it once, as {kept}") if x)
+            return
         if name in side_absent.absent:
             checked = _against_stored_copy(base, name, present, ma is not None, va, vb, tol, elsewhere)
             if checked is not None:
                 result.diffs.append(checked)
                 return
             status, note = _absent_status(present, side_absent.absent[name])
+        elif (partner := held_as_one_with(present, side_absent)) is not None:
+            label, other = ("a", "b") if mb is None else ("b", "a")
+            status, note = STORED_ONCE, (f"{other} does not hold it, but holds {partner}, which in {label} is the "
+                                         f"same tensor (tied): compared under that name")
         else:
             status, note = (MISSING_B if mb is None else MISSING_A), ""
         result.diffs.append(ParamDiff(**base, status=status, note=note, numel=present.numel,
                                       shape_a=list(ma.shape) if ma else None, shape_b=list(mb.shape) if mb else None))
         return
+    _compare_both(result, da, db, name, base, ma, mb, tol, va, vb, use_fingerprints)
+
+
+def _compare_both(result: PairResult, da: RankDump, db: RankDump, name: str, base: dict, ma: TensorMeta,
+                  mb: TensorMeta, tol: Tolerance, va, vb, use_fingerprints: bool) -> None:
+    """One tensor that both sides hold (under `name`, or as the tensor one side keeps for it)."""
+    where = base["coords"]
     shape, spec = ma.shape, None
     if ma.shape != mb.shape:
         spec = _shard_of(da, db, ma, mb)
@@ -276,14 +301,21 @@ def _not_covered(a: Selection, b: Selection) -> list[PairResult]:
     if (wa is None) == (wb is None):
         return []
     whole, others = (wa, b) if wa is not None else (wb, a)
-    held = {n for d in others.dumps.values() for n in (*d.tensors, *d.absent, *d.unreadable)}
+    held = {n for d in others.dumps.values() for n in (*d.tensors, *d.absent, *d.unreadable, *d.kept_names)}
     missing = [n for n in whole.tensors if n not in held]
     if not missing:
         return []
     result = PairResult(coords_a=whole.coords, coords_b=whole.coords, source_a=str(a.path), source_b=str(b.path))
+    label, other = ("a", "b") if wa is not None else ("b", "a")
     for name in missing:
         meta = whole.tensors[name]
-        result.diffs.append(ParamDiff(name=name, status=MISSING_B if wa is not None else MISSING_A,
-                                      coords=whole.coords, numel=meta.numel, role=meta.role,
-                                      note="held by no rank of the other side (names differ? see --name-map)"))
+        partner = next((p for d in others.dumps.values() if (p := held_as_one_with(meta, d)) is not None), None)
+        if partner is not None:
+            status, note = STORED_ONCE, (f"no rank of {other} holds it, but {partner}, which in {label} is the same "
+                                         "tensor (tied), is held and compared under that name")
+        else:
+            status = MISSING_B if wa is not None else MISSING_A
+            note = "held by no rank of the other side (names differ? see --name-map)"
+        result.diffs.append(ParamDiff(name=name, status=status, coords=whole.coords, numel=meta.numel,
+                                      role=meta.role, note=note))
     return [result]

@@ -35,6 +35,7 @@ from typing import Any
 from topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
+from weightdiff.read.shared_tensors import storage_groups, with_ties
 from weightdiff.read.torch_load import DEEPSPEED_GLOBALS, is_tensor, safe_load
 from weightdiff.read.zero_files import names_from_slices
 from weightdiff.records import RankDump, TensorMeta
@@ -216,6 +217,8 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
                 if is_tensor(value):
                     role = "buffer" if key in buffers or (stage.names and key not in stage.names) else "parameter"
                     _add(metas, locations, stage, key, value, stage.mp_file, key, role)
+            tensors = {k: v for k, v in module.items() if is_tensor(v)}  # tied weights: one storage, two names
+            metas[(stage.pp, stage.tp)] = with_ties(metas[(stage.pp, stage.tp)], storage_groups(tensors))
     for idx, tp, path in layer_files:
         try:
             state = safe_load(path, mmap=True)

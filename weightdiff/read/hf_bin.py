@@ -4,7 +4,8 @@ with `safe_serialization=False`, and DeepSpeed's `zero_to_fp32` with a max shard
 
 Each shard is loaded only with `torch.load(weights_only=True)`, memory-mapped, when the diff first needs one of
 its tensors (so a diff touches one shard's pages at a time). A shard that cannot be loaded is one error line
-and its tensors count as unreadable; the other shards are compared.
+and its tensors count as unreadable; the other shards are compared. Tied tensors, stored once by torch.save or
+declared in the index's metadata, become ties (weightdiff.read.shared_tensors).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from weightdiff.errors import BadInput
-from weightdiff.read.hf_safetensors import weight_map
+from weightdiff.read.hf_safetensors import read_index
+from weightdiff.read.shared_tensors import declared_aliases, storage_groups, with_ties
 from weightdiff.read.torch_load import safe_load
 from weightdiff.read.whole import flatten, meta_for, whole_dump
 from weightdiff.records import RankDump
@@ -53,8 +55,8 @@ class BinShards:
 def read_bin_shards(index: Path) -> tuple[RankDump, list[str]]:
     """One RankDump for an index of .bin shards, and one-line errors (a shard that cannot be loaded, a
     tensor the index names that its shard lacks)."""
-    mapping = weight_map(index)
-    metas, where, unreadable, errors = {}, {}, {}, []
+    mapping, metadata = read_index(index)
+    metas, where, unreadable, errors, groups = {}, {}, {}, [], []
     for shard in sorted(set(mapping.values())):
         listed = [n for n, s in mapping.items() if s == shard]
         try:
@@ -71,6 +73,8 @@ def read_bin_shards(index: Path) -> tuple[RankDump, list[str]]:
                 continue
             metas[name] = meta_for(name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
             where[name] = shard
+        groups += storage_groups({n: tensors[n] for n in listed if n in tensors})
     if not metas and not unreadable:
         raise BadInput(f"{index}: an index of no tensors")
+    metas = with_ties(metas, groups, declared_aliases(metadata, {*metas, *unreadable}))
     return whole_dump(index, "torch-save", metas, BinShards(index.parent, where), unreadable), errors

@@ -1,7 +1,9 @@
 """Hugging Face safetensors as one whole-model RankDump: `model.safetensors`, or shards listed by
 `model.safetensors.index.json` (`{"weight_map": {name: shard file}}`). No torch.
 
-Each shard's header is read and checked (`weightdiff.read.values.locate`: a complete file, every entry's dtype,
+A tied tensor that the file keeps once is declared in the metadata (the file's `__metadata__`, or the index's
+`metadata`): it becomes a tie on the kept tensor (weightdiff.read.shared_tensors). Each shard's header is read
+and checked (`weightdiff.read.values.locate`: a complete file, every entry's dtype,
 shape and byte range); values are memory-mapped only when compared. A shard that cannot be used is one error
 line, and its tensors are counted as unreadable (never equal, never missing); the other shards are compared.
 """
@@ -13,7 +15,9 @@ from pathlib import Path
 
 from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
-from weightdiff.read.values import Located, SafetensorsSet, locate
+from weightdiff.read.shared_tensors import declared_aliases, with_ties
+from weightdiff.read.tensor_file import read_header
+from weightdiff.read.values import Located, SafetensorsSet, locate_in
 from weightdiff.read.whole import meta_for, whole_dump
 from weightdiff.records import RankDump
 
@@ -32,6 +36,12 @@ def find_safetensors(folder: Path) -> Path | None:
 
 def weight_map(index: Path) -> dict[str, str]:
     """An HF index's `weight_map` (tensor name -> shard file in the index's folder), checked; BadInput if not."""
+    return read_index(index)[0]
+
+
+def read_index(index: Path) -> tuple[dict[str, str], dict]:
+    """(weight_map, metadata) of an HF index, checked; BadInput if not one. `metadata` may declare tensors kept
+    once under another name (weightdiff.read.shared_tensors)."""
     try:
         data = json.loads(read_bounded(index, limit=MAX_INDEX_BYTES, what="an HF index").decode("utf-8"))
         mapping = data["weight_map"]
@@ -43,13 +53,15 @@ def weight_map(index: Path) -> dict[str, str]:
     for shard in set(mapping.values()):
         if "/" in shard or "\\" in shard or shard in ("", ".", ".."):
             raise BadInput(f"{index}: shard {shard!r} is not a file name in the index's folder")
-    return mapping
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    return mapping, metadata if isinstance(metadata, dict) else {}
 
 
 def read_safetensors(path: Path) -> tuple[RankDump, list[str]]:
     """One RankDump for a single file or an index (path: either file), and one-line errors."""
+    metadata: dict = {}
     if path.name.endswith(INDEX_SUFFIX):
-        mapping = weight_map(path)
+        mapping, metadata = read_index(path)
         shards = {shard: [n for n, s in mapping.items() if s == shard] for shard in sorted(set(mapping.values()))}
         folder = path.parent
     else:
@@ -60,7 +72,8 @@ def read_safetensors(path: Path) -> tuple[RankDump, list[str]]:
     errors: list[str] = []
     for shard, listed in shards.items():
         try:
-            found, bad = locate(folder / shard)
+            header, data_start = read_header(folder / shard)
+            found, bad = locate_in(folder / shard, header, data_start)
         except BadInput as e:
             errors.append(f"{e}" + (f"; its {len(listed)} tensors not compared" if listed else ""))
             unreadable.update({name: str(e) for name in listed})
@@ -71,8 +84,11 @@ def read_safetensors(path: Path) -> tuple[RankDump, list[str]]:
         errors.extend(bad.values())
         problems.update(bad)
         located.update(found)
+        if not listed:  # a single file: its own header's metadata declares what it keeps once
+            metadata = header.get("__metadata__") or {}
     unreadable.update({name: line for name, line in problems.items() if name not in located})
     if not located and not unreadable:
         raise BadInput(errors[0] if errors else f"{path}: no tensors")
     metas = {name: meta_for(name, loc.shape, loc.dtype) for name, loc in located.items()}
+    metas = with_ties(metas, [], declared_aliases(metadata, {*located, *unreadable}))
     return whole_dump(path, "safetensors", metas, SafetensorsSet(located, problems), unreadable), errors

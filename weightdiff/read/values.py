@@ -55,7 +55,11 @@ def locate(path: Path) -> tuple[dict[str, Located], dict[str, str]]:
     """Every tensor of one safetensors file, and name -> one-line problem for entries that cannot be read
     (an unknown dtype, a byte range that does not match dtype and shape). BadInput when the file as a whole
     is unusable (truncated, not safetensors)."""
-    header, data_start = read_header(path)
+    return locate_in(path, *read_header(path))
+
+
+def locate_in(path: Path, header: dict, data_start: int) -> tuple[dict[str, Located], dict[str, str]]:
+    """`locate` over a header already read (read_header), for a caller that needs its `__metadata__` too."""
     found, problems = {}, {}
     for name, entry in header.items():
         if name == "__metadata__":

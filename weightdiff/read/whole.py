@@ -10,6 +10,7 @@ are buffers, so a buffer is recognised by its name (BatchNorm's `running_mean`, 
 `torch.save` files are read only with `torch.load(weights_only=True)` (memory-mapped when the file is in the
 zip format): a file that needs any other global is refused with one line, and nothing named in it is
 imported or run. Nested dicts (`{"model": {...}}`) are flattened with dots; non-tensor entries are ignored.
+Names that share one storage (tied weights) are recorded as ties (weightdiff.read.shared_tensors).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from topology import RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.checkpoint import BUFFER_LEAVES
+from weightdiff.read.shared_tensors import storage_groups, with_ties
 from weightdiff.read.torch_load import is_tensor, safe_load
 from weightdiff.records import RankDump, TensorMeta
 
@@ -90,4 +92,4 @@ def read_torch_save(path: Path) -> RankDump:
     if not tensors:
         raise BadInput(f"{path}: a torch.save file with no tensors in it (not a state dict?)")
     metas = {name: meta_for(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in tensors.items()}
-    return whole_dump(path, "torch-save", metas, TensorDict(tensors))
+    return whole_dump(path, "torch-save", with_ties(metas, storage_groups(tensors)), TensorDict(tensors))

@@ -77,7 +77,7 @@ def _named(name: str, role: str) -> str:
     return f"{name} (buffer)" if role == "buffer" else name
 
 
-def _param_lines(i: int, p: ParamSummary) -> tuple[str, str]:
+def _param_lines(i: int, p: ParamSummary) -> list[str]:
     head = (f"{i:>3}. {_named(p.name, p.role)}  [bold]{escape(p.status)}[/] on {escape(p.where)} "
             f"({_plural(len(p.ranks), 'rank')})")
     parts = []
@@ -95,7 +95,8 @@ def _param_lines(i: int, p: ParamSummary) -> tuple[str, str]:
     if p.note and "dtype" not in p.note:
         parts.append(escape(p.note))
     parts.append(escape(p.norm) if p.norm else escape(p.module_class or ""))
-    return head, "       " + "; ".join(x for x in parts if x)
+    detail = "; ".join(x for x in parts if x)
+    return [head, "       " + detail] if detail else [head]
 
 
 def render_diff(report: DiffReport, console: Console, *, limit: int = 40) -> None:
