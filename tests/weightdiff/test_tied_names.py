@@ -123,3 +123,12 @@ def test_a_name_that_is_only_equal_in_value_is_still_missing(tmp_path):
     save_file({k: v for k, v in state.items() if k != "ln_2.bias"}, str(tmp_path / "model.safetensors"))
     code, _, report = _cli(tmp_path / "a.pt", tmp_path)
     assert code == 1 and [(p["name"], p["status"]) for p in report["params"]] == [("ln_2.bias", "missing in b")]
+
+
+def test_a_name_map_renames_the_tied_names_too(gpt2, tmp_path):
+    names = tmp_path / "map.json"
+    names.write_text(json.dumps({"transformer.": "gpt.", "lm_head.": "head."}))
+    for a, b in ((gpt2 / "state.pt", gpt2 / "tf_single"), (gpt2 / "dump", gpt2 / "hub_st")):
+        code, err, report = _cli(a, b, "--name-map", names)
+        assert code == 0 and report["verdict"] == "same", (a, b, err, report["params"])
+        assert all(p["name"].startswith(("gpt.", "head.")) for p in report["informational"])

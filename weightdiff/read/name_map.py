@@ -17,7 +17,7 @@ from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
 from weightdiff.read.sources import Selection
 from weightdiff.read.values import Values, open_source
-from weightdiff.records import RankDump
+from weightdiff.records import RankDump, TensorMeta
 
 MAX_MAP_BYTES = 16 << 20
 
@@ -71,9 +71,16 @@ class _RenamedSource:
         return _RenamedValues(open_source(self._source, self._expected), self._original)
 
 
+def _rename_meta(meta: TensorMeta, mapping: dict[str, str]) -> TensorMeta:
+    tie = meta.tie
+    if tie is not None:  # a tied weight's other names are names too
+        tie = replace(tie, key=rename(tie.key, mapping), aliases=tuple(rename(n, mapping) for n in tie.aliases))
+    return replace(meta, name=rename(meta.name, mapping), tie=tie)
+
+
 def _rename_dump(dump: RankDump, mapping: dict[str, str]) -> RankDump:
     original = {rename(n, mapping): n for n in dump.tensors}
-    tensors = {rename(n, mapping): replace(meta, name=rename(n, mapping)) for n, meta in dump.tensors.items()}
+    tensors = {rename(n, mapping): _rename_meta(meta, mapping) for n, meta in dump.tensors.items()}
     source = _RenamedSource(dump.tensor_source, dump.tensors, original) if dump.tensor_source is not None else None
     return replace(dump, tensors=tensors, tensor_source=source,
                    absent={rename(n, mapping): why for n, why in dump.absent.items()},
