@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 
 from topology import fold_ranks
 from tracing.analysis.comms import CommDivergence, comm_divergences, is_communication
-from tracing.records import Event, OpenFrame, RankTrace, ThreadTrace
+from tracing.records import CALL, C_CALL, RETURN, CodeLocation, Event, OpenFrame, RankTrace, ThreadTrace
 
 END = -1  # token of "no more events"
 CONTEXT = 3  # common events shown before a divergence
 AHEAD = 3  # events shown after it, per branch
+COMM_AHEAD = 64  # events looked through after it, per branch, for the first communication call
 _CHUNK = 256
 
 
@@ -37,6 +38,7 @@ class Branch:
     events: list[Event]  # the first events of this branch from the divergence on (empty: it stopped)
     stopped: bool  # no more events: the rank is inside its open frames, or finished
     open_frames: list[OpenFrame]  # where a stopped branch sits (its first rank)
+    communication: CodeLocation | None = None  # its first communication call soon after (COMM_AHEAD events)
 
 
 @dataclass
@@ -146,8 +148,10 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
         branches = []
         for token, members in sorted(parts.items(), key=lambda kv: (-len(kv[1]), kv[1][0])):
             events = windows[members[0]][cut:cut + AHEAD]
+            comm = next((e.loc for e in windows[members[0]][cut:cut + COMM_AHEAD]
+                         if e.kind in (CALL, C_CALL) and is_communication(e.loc)), None)
             branches.append(Branch(members, fold_ranks(members), events, token == END,
-                                   picked[members[0]].frames if token == END else []))
+                                   picked[members[0]].frames if token == END else [], comm))
             if token != END and len(members) > 1:
                 pending.append((members, cut + 1))
         divergences.append(Divergence(start + cut, group, fold_ranks(group),
@@ -162,8 +166,9 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
 
 
 def _communicates(branch: Branch) -> bool:
-    frames = [f.loc for f in branch.open_frames] if branch.stopped else [e.loc for e in branch.events]
-    return any(is_communication(loc) for loc in frames)
+    if branch.stopped:
+        return any(is_communication(f.loc) for f in branch.open_frames)
+    return branch.communication is not None
 
 
 def branch_label(ranks: list[int], folded: str) -> str:
@@ -177,10 +182,19 @@ def first_departure(report: DivergeReport) -> str | None:
     if not report.divergences:
         return None
     first = report.divergences[0]
-    sizes = sorted(len(b.ranks) for b in first.branches)
-    if sizes[0] < sizes[-1]:
-        minority = min(first.branches, key=lambda b: len(b.ranks))
-        what = f"{branch_label(minority.ranks, minority.ranks_text)} left the others"
-    else:
-        what = " and ".join(branch_label(b.ranks, b.ranks_text) for b in first.branches) + " part ways"
-    return f"event {first.position}, {what}."
+    branches = sorted(first.branches, key=lambda b: (len(b.ranks), b.ranks[0]))  # the odd ones out first
+    return f"event {first.position}: " + "; ".join(_what_it_did(b) for b in branches) + "."
+
+
+def _what_it_did(branch: Branch) -> str:
+    """"rank 0 called Trainer._save_snapshot, then barrier", "ranks 2-3 made no more calls (inside recv)"."""
+    label = branch_label(branch.ranks, branch.ranks_text)
+    if branch.stopped:
+        inner = branch.open_frames[-1].qualname if branch.open_frames else ""
+        return f"{label} made no more calls" + (f" (inside {inner})" if inner else "")
+    event = branch.events[0]
+    verb = {CALL: "called", C_CALL: "called", RETURN: "returned from"}.get(event.kind, event.word)
+    said = f"{label} {verb} {event.loc.qualname}"
+    if branch.communication is not None and branch.communication != event.loc:
+        said += f", then {branch.communication.qualname}"
+    return said
