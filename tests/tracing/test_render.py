@@ -94,9 +94,27 @@ def test_diverge_view_names_the_first_departure():
     render_diverge(report, Console(file=out, width=100))
     lines = [line.rstrip() for line in out.getvalue().splitlines()]
     assert lines[0] == "Compared the main thread of 8 ranks in traces/ from event 0 on."
-    assert " ".join(lines[1:3]).strip() == ("First departure: event 4: ranks 6-7 called PipelineEngine._aggregate_total_loss, "
-                                   "then broadcast; ranks 0-5 returned from train_step, then all_reduce.")
+    assert " ".join(lines[1:3]).strip() == (
+        "First departure: collective #1: ranks 6-7 broadcast (from PipelineEngine._aggregate_total_loss), its last; "
+        "ranks 0-5 all_reduce (from train), its last.")
     assert any(line.startswith("  ranks 0-5:") for line in lines)
     assert any("ret   train_step  megatron/training.py:436" in line for line in lines)
     assert any("call  PipelineEngine._aggregate_total_loss  deepspeed/runtime/pipe/engine.py:540" in line
                for line in lines)
+
+
+def test_without_collective_api_calls_the_first_departure_says_what_each_branch_did():
+    """The same hang with only a framework's own communication wrapper traced (no torch.distributed): no
+    collective numbers, so the first split of the event sequences is named, the odd ones out first."""
+    wrapper = CodeLocation("deepspeed.runtime.pipe.p2p", "recv", "/src/deepspeed/runtime/pipe/p2p.py", 81)
+    renamed = []
+    for trace in traces():
+        thread = trace.threads[0]
+        thread.events = [Event(e.seq, e.thread, e.thread_seq, e.wall_ns, e.kind, e.depth,
+                               wrapper if e.loc in (BCAST, REDUCE) else e.loc) for e in thread.events]
+        thread.open_frames = [wrapper if f in (BCAST, REDUCE) else f for f in thread.open_frames]
+        renamed.append(trace)
+    report = diverge_report("traces/", renamed)
+    assert report.collectives == []
+    assert report.first == ("event 4: ranks 6-7 called PipelineEngine._aggregate_total_loss, then recv; "
+                            "ranks 0-5 returned from train_step, then recv.")

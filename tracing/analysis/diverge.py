@@ -10,10 +10,11 @@ where some have no more events: they stopped, e.g. blocked in a collective), eac
 way, and every cut is a divergence. Pipeline stages run different code on purpose, so their cut comes first;
 the cuts inside each stage are the interesting ones.
 
-Communication is weighed first: before these cuts come the communication calls that some ranks stopped making
-round by round while their peers went on (comms.py): that is how a skipped collective across pipeline stages
-shows, which no cut can find once the stages have parted. Among the cuts, those where a branch makes or waits in
-a communication call come before the others.
+Communication is weighed first. Ranks' collective calls are numbered and compared one by one (sequence.py):
+where ranks that made the same ones part and some make no more, that is named first. Then come the communication
+calls that some ranks stopped making round by round while their peers went on (comms.py): that is how a skipped
+collective across pipeline stages shows, which no cut can find once the stages have parted. Among the cuts,
+those where a branch makes or waits in a communication call come before the others.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 from topology import fold_ranks
 from tracing.analysis.comms import CommDivergence, comm_divergences, is_communication
+from tracing.analysis.sequence import ROLES, SeqDivergence, sequence_divergences
 from tracing.records import CALL, C_CALL, RETURN, CodeLocation, Event, OpenFrame, RankTrace, ThreadTrace
 
 END = -1  # token of "no more events"
@@ -69,11 +71,18 @@ class DivergeReport:
     warnings: list[str] = field(default_factory=list)
     anchor: str | None = None  # the function whose calls make the rounds of the communication comparison
     communication: list[CommDivergence] = field(default_factory=list)  # named before the divergences
+    collectives: list[SeqDivergence] = field(default_factory=list)  # collective by collective (sequence.py)
+    collectives_from_start: bool = True  # numbered from the start of tracing (else from a ring's oldest)
     first: str | None = None  # the first departure in one line, as the human view says it
 
     @property
+    def evidence(self) -> list[SeqDivergence]:
+        """The collective-by-collective partings that are not roles by design."""
+        return [d for d in self.collectives if d.kind != ROLES]
+
+    @property
     def identical(self) -> bool:
-        return not self.divergences and not self.early and not self.communication
+        return not self.divergences and not self.early and not self.communication and not self.evidence
 
 
 def _pick_thread(trace: RankTrace, name: str | None) -> ThreadTrace | None:
@@ -110,6 +119,7 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
         return DivergeReport(source, thread or "main", sorted(picked), None, [], [], warnings)
     start_at = next((t.config.get("start_at") for t in traces if t.config.get("start_at")), None)
     anchor, communication = comm_divergences(picked, start_at if isinstance(start_at, str) else None, limit)
+    collectives, from_start = sequence_divergences(picked, limit)
     # The common window: where every remaining rank still has events. Ranks that end before it stopped early.
     early: list[EarlyStop] = []
     active = dict(picked)
@@ -160,7 +170,7 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
     divergences.sort(key=lambda d: (not d.communication, d.position))
     early.sort(key=lambda e: e.rank)
     report = DivergeReport(source, thread or "main", sorted(picked), start, divergences, early, warnings, anchor,
-                           communication)
+                           communication, collectives, from_start)
     report.first = first_departure(report)
     return report
 
@@ -176,7 +186,10 @@ def branch_label(ranks: list[int], folded: str) -> str:
 
 
 def first_departure(report: DivergeReport) -> str | None:
-    """The first divergence named in one line: a communication divergence if there is one."""
+    """The first divergence named in one line: where ranks in step part at a collective with some making no more,
+    else a communication call skipped round by round, else the first split of the event sequences."""
+    if report.evidence:
+        return report.evidence[0].summary + "."
     if report.communication:
         return report.communication[0].summary + "."
     if not report.divergences:
