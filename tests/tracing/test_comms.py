@@ -25,6 +25,12 @@ def loc(name: str) -> CodeLocation:
     (ENGINE, "PipelineEngine._exec_send_activations", True), ("trainer.tensor_parallel.comms", "_all_reduce", True),
     (C10D, "_is_valid_send_recv", False), (C10D, "can_send_recv", False), (C10D, "get_rank", False),
     (ENGINE, "PipelineEngine.train_batch", False),
+    # FSDP2's helpers named after its all-gather (torch/distributed/fsdp/_fully_shard), seen in a traced FSDP hang
+    (C10D, "FSDPParamGroup._all_gather_process_group", False), (C10D, "FSDPParam.init_all_gather_outputs", False),
+    (C10D, "FSDPParam.alloc_all_gather_outputs", False), (C10D, "foreach_all_gather_copy_out", False),
+    (C10D, "FSDPParamGroup._wait_all_gather_streams_on_event", False), (C10D, "foreach_all_gather", True),
+    (C10D, "foreach_reduce_scatter_copy_in", False), (C10D, "reduce_scatter_tensor", True),
+    ("deepspeed.runtime.zero.stage_1_and_2", "DeepSpeedZeroOptimizer.allreduce_bucket", True),
 ])
 def test_which_functions_communicate(module, qualname, expected):
     assert is_communication(CodeLocation(module, qualname, "/x.py", 1)) is expected

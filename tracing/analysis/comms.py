@@ -3,7 +3,8 @@ more) while the ranks that made it with them went on as before.
 
 Communication calls are those of functions whose names say so (broadcast, all_reduce, all_gather, reduce_scatter,
 all_to_all, barrier, send, recv: torch.distributed's collectives and p2p, deepspeed.comm, a framework's own
-wrappers such as DeepSpeed's `_exec_send_activations`), not predicates such as `_is_valid_send_recv`. Each call is
+wrappers such as DeepSpeed's `_exec_send_activations`), not predicates such as `_is_valid_send_recv`, nor
+helpers named after a collective (`init_all_gather_outputs`, `_all_gather_process_group`, `..._copy_out`). Each call is
 keyed by its function, the communication functions it sits in and the nearest other function above them, e.g.
 "PipelineEngine._aggregate_total_loss > broadcast" or "_exec_schedule > _exec_recv_activations > recv > recv".
 
@@ -34,8 +35,22 @@ _PHRASES = re.compile(r"broadcast|all_?reduce|all_?gather|reduce_?scatter|all_?t
 _WORDS = frozenset({"send", "recv", "isend", "irecv", "sendrecv"})
 _COLLECTIVE_MODULES = ("torch.distributed", "deepspeed.comm")
 _COLLECTIVE_NAMES = frozenset({"reduce", "gather", "scatter"})  # only in the modules above
-_PREDICATES = frozenset({"is", "can", "get", "has", "check", "should", "validate", "warn", "supports"})
+_PREDICATES = frozenset({"is", "can", "get", "has", "check", "should", "validate", "warn", "supports",
+                         "init", "alloc", "allocate", "free", "make", "create", "build", "register", "set"})
+# A word right after the collective's name that makes the function a helper about it, not the call itself:
+# FSDP's `_all_gather_process_group`, `foreach_all_gather_copy_out`, `_wait_all_gather_streams_on_event`.
+_HELPER_WORDS = frozenset({"process", "group", "groups", "pg", "pgs", "input", "inputs", "output", "outputs", "copy",
+                           "stream", "streams", "event", "events", "size", "sizes", "shape", "shapes", "dtype",
+                           "handle", "handles", "hook", "hooks", "state", "states"})
 UNKNOWN_PARENT = "?"  # a parent entered before the file's first event and no longer open
+_DECORATOR_INNER = frozenset({"wrapper", "inner", "wrapped", "_fn", "decorate_context", "_wrapper"})
+
+
+def is_decorator_closure(loc: CodeLocation) -> bool:
+    """A decorator's inner function (torch's `_exception_logger.<locals>.wrapper`, `_dynamo_disable.<locals>
+    .wrapper`): it names nothing of the program, so it is neither a call's parent nor a round's anchor."""
+    head, _, last = loc.qualname.rpartition(".")
+    return head.endswith("<locals>") and last in _DECORATOR_INNER
 
 
 def is_communication(loc: CodeLocation) -> bool:
@@ -44,7 +59,11 @@ def is_communication(loc: CodeLocation) -> bool:
     words = [w for w in name.split("_") if w]
     if not words or words[0] in _PREDICATES:
         return False
-    if _PHRASES.search(name) or _WORDS.intersection(words):
+    phrase = _PHRASES.search(name)
+    if phrase:
+        after = [w for w in name[phrase.end():].split("_") if w]
+        return not (after and after[0] in _HELPER_WORDS)
+    if _WORDS.intersection(words):
         return True
     return name in _COLLECTIVE_NAMES and loc.module.startswith(_COLLECTIVE_MODULES)
 
@@ -113,6 +132,8 @@ def _key(loc: CodeLocation, callers: list[CodeLocation | None], comm) -> tuple[t
     for caller in reversed(callers):
         if caller is None:
             break
+        if is_decorator_closure(caller):
+            continue
         if not comm(caller):
             parent = caller.qualname
             break
@@ -134,7 +155,8 @@ class _Rank:
             if e.kind in (CALL, C_CALL) and comm(e.loc):
                 key, text = _key(e.loc, callers, comm)
                 self.comm.append((i, key, text, e))
-                self.enclosing.update({c.name for c in callers if c is not None and not comm(c)})
+                self.enclosing.update({c.name for c in callers if c is not None and not comm(c) and
+                                       not is_decorator_closure(c)})
 
 
 def _anchor(ranks: list[_Rank], start_at: str | None, comm) -> str | None:
