@@ -19,10 +19,11 @@ from weightdiff.analysis.classify import norm_reason
 from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
 from weightdiff.analysis.pairing import pair_keys, single_whole
 from weightdiff.analysis.stored_copies import StoredCopies
-from weightdiff.analysis.tied_names import Renamed, held_as_one_with, kept_as
+from weightdiff.analysis.tied_names import held_as_one_with, kept_as
 from weightdiff.analysis.tp_shards import ShardView, shard_spec
 from weightdiff.errors import BadInput
 from weightdiff.read.dtypes import itemsize
+from weightdiff.read.name_map import RenamedValues
 from weightdiff.read.sources import Selection
 from weightdiff.read.values import open_values
 from weightdiff.records import RankDump, TensorMeta
@@ -147,9 +148,9 @@ def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol:
         if kept is not None:  # that side keeps it once, under another name: compare with that tensor
             label = "b" if mb is None else "a"
             if mb is None:
-                mb, vb = side_absent.tensors[kept], Renamed(vb, name, kept) if vb is not None else None
+                mb, vb = side_absent.tensors[kept], RenamedValues(vb, {name: kept}) if vb is not None else None
             else:
-                ma, va = side_absent.tensors[kept], Renamed(va, name, kept) if va is not None else None
+                ma, va = side_absent.tensors[kept], RenamedValues(va, {name: kept}) if va is not None else None
             before = len(result.diffs)
             _compare_both(result, da, db, name, base, ma, mb, tol, va, vb, use_fingerprints)
             for diff in result.diffs[before:]:

@@ -12,8 +12,6 @@ Anything else is missing, as before.
 
 from __future__ import annotations
 
-from typing import Any
-
 from weightdiff.records import RankDump, TensorMeta
 
 
@@ -28,30 +26,3 @@ def held_as_one_with(present: TensorMeta, other: RankDump) -> str | None:
         return None
     partners = (present.tie.key, *present.tie.aliases)
     return next((n for n in partners if n != present.name and n in other.tensors), None)
-
-
-class Renamed:
-    """The Values interface of one side, reading `kept` wherever `name` is asked for."""
-
-    def __init__(self, values: Any, name: str, kept: str):
-        self.values, self.name, self.kept = values, name, kept
-
-    def _real(self, name: str) -> str:
-        return self.kept if name == self.name else name
-
-    def get(self, name: str) -> Any:
-        return self.values.get(self._real(name))
-
-    def rows(self, name: str, start: int, stop: int) -> Any:
-        return self.values.rows(self._real(name), start, stop)
-
-    def release(self, name: str) -> None:
-        release = getattr(self.values, "release", None)
-        if release is not None:
-            release(self._real(name))
-
-    def names(self) -> set[str]:
-        return self.values.names()
-
-    def close(self) -> None:
-        pass

@@ -41,7 +41,9 @@ def rename(name: str, mapping: dict[str, str]) -> str:
     return mapping[old] + name[len(old):]
 
 
-class _RenamedValues:
+class RenamedValues:
+    """The Values interface of one side under other names: `original` maps a name asked for to the name read."""
+
     def __init__(self, values: Values, original: dict[str, str]):
         self._values, self._original = values, original
 
@@ -67,8 +69,8 @@ class _RenamedSource:
     def __init__(self, source: Any, expected: dict, original: dict[str, str]):
         self._source, self._expected, self._original = source, expected, original
 
-    def open(self) -> _RenamedValues:
-        return _RenamedValues(open_source(self._source, self._expected), self._original)
+    def open(self) -> RenamedValues:
+        return RenamedValues(open_source(self._source, self._expected), self._original)
 
 
 def _rename_meta(meta: TensorMeta, mapping: dict[str, str]) -> TensorMeta:
