@@ -119,11 +119,11 @@ def diverge_report(source: str, traces: list[RankTrace], thread: str | None = No
         return DivergeReport(source, thread or "main", sorted(picked), None, [], [], warnings)
     start_at = next((t.config.get("start_at") for t in traces if t.config.get("start_at")), None)
     collectives, from_start = sequence_divergences(picked, limit)
-    anchor, communication = comm_divergences(picked, start_at if isinstance(start_at, str) else None, limit)
-    if any(d.kind != ROLES and d.ranks == sorted(picked) for d in collectives):
-        # Every rank made the same collectives up to where some made no more: no roles differ, so rounds can
-        # only repeat that (or, paired across a skipped step, mislead).
-        anchor, communication = None, []
+    anchor, communication = None, []
+    if not any(d.kind != ROLES and d.ranks == sorted(picked) for d in collectives):
+        # (else every rank made the same collectives up to where some made no more: no roles differ, so rounds
+        # could only repeat that, or, paired across a skipped step, mislead)
+        anchor, communication = comm_divergences(picked, start_at if isinstance(start_at, str) else None, limit)
     # The common window: where every remaining rank still has events. Ranks that end before it stopped early.
     early: list[EarlyStop] = []
     active = dict(picked)
