@@ -112,7 +112,7 @@ def _stack_before(thread: ThreadTrace, events: list[Event]) -> list[CodeLocation
     return stack
 
 
-def _calls(thread: ThreadTrace, events: list[Event]):
+def calls_with_callers(thread: ThreadTrace, events: list[Event]):
     """(index, event, stack of its frame's callers, outermost first) of every call event, in order."""
     stack = _stack_before(thread, events)
     for i, e in enumerate(events):
@@ -150,7 +150,7 @@ class _Rank:
         self.calls: list[tuple[int, Event, int]] = []  # (index, event, depth) of calls, and of frames found open
         self.comm: list[tuple[int, tuple, str, Event]] = []  # (index, key, key text, event)
         self.enclosing: Counter = Counter()  # function name -> communication calls inside it
-        for i, e, callers in _calls(thread, self.events):
+        for i, e, callers in calls_with_callers(thread, self.events):
             self.calls.append((i, e, e.depth))  # an OPEN frame may be --start-at's first round: it counts
             if e.kind in (CALL, C_CALL) and comm(e.loc):
                 key, text = _key(e.loc, callers, comm)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from topology import fold_ranks
-from tracing.analysis.comms import _calls, is_communication
+from tracing.analysis.comms import calls_with_callers, is_communication
 from tracing.records import CALL, C_CALL, GAP, CodeLocation, Event, OpenFrame, ThreadTrace
 
 API_MODULES = ("torch.distributed.distributed_c10d", "torch.distributed._functional_collectives",
@@ -71,10 +71,10 @@ def is_api(loc: CodeLocation) -> bool:
 def collective_calls(thread: ThreadTrace) -> list[tuple[Event, str]] | None:
     """(event, caller) of the thread's outermost collective API calls, oldest first; None if events are missing
     inside (a gap)."""
+    if any(e.kind == GAP for e in thread.events):
+        return None
     found = []
-    for _, e, callers in _calls(thread, thread.events):
-        if e.kind == GAP:
-            return None
+    for _, e, callers in calls_with_callers(thread, thread.events):
         if e.kind not in (CALL, C_CALL) or not is_api(e.loc):
             continue
         if any(c is not None and is_api(c) for c in callers):
@@ -82,8 +82,6 @@ def collective_calls(thread: ThreadTrace) -> list[tuple[Event, str]] | None:
         caller = next((c.qualname for c in reversed(callers) if c is not None and
                        not c.module.startswith(API_MODULES)), "")
         found.append((e, caller))
-    if any(e.kind == GAP for e in thread.events):
-        return None
     return found
 
 
