@@ -106,15 +106,19 @@ def test_a_process_that_exited_is_gone(tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser") or not os.path.exists("/usr/bin/python3"),
                     reason="needs root, runuser and a system python3 to act as another user")
 def test_another_users_process_is_ptrace_denied():
+    """The collector runs as `nobody` from a world-readable copy of the packages it needs (the checkout itself may
+    be private, as in a `mktemp -d` clone), which also checks that it needs nothing else on a node."""
     folder = Path(tempfile.mkdtemp(prefix="hd-ptrace-"))
     try:
         os.chmod(folder, 0o755)
+        for package in ("hangdoctor", "slurm", "topology"):
+            shutil.copytree(REPO / package, folder / package, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(PYSPY, folder / "py-spy")
         os.chmod(folder / "py-spy", stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
         with Procs() as procs:
             root_rank = procs.start("sleeper", RANK="0")
             result = run_bounded(["runuser", "-u", "nobody", "--", "/usr/bin/python3",
-                                  str(REPO / "hangdoctor" / "collector" / "__main__.py"), "--py-spy",
+                                  str(folder / "hangdoctor" / "collector" / "__main__.py"), "--py-spy",
                                   str(folder / "py-spy"), "--pid", str(root_rank)], timeout=60, env=child_env())
         assert result.returncode == 0, result.output
         sample = json.loads(result.stdout)["processes"][0]["samples"][0]
