@@ -32,6 +32,7 @@ class LiveCase:
     settle: float = 1.0  # seconds from the last marker until every rank is inside its blocking call
     start_timeout: float = 180.0  # DeepSpeed starts take 10-18 s here, more on a loaded machine
     shape: bool = False  # a shape stand-in (GPU/NCCL frames from our stand-in library): recorded, not run live
+    gpu: bool = False  # needs a real GPU: recorded on a machine that has one, not run live here
 
     def command(self) -> list[str]:
         return [arg.replace("{fixtures}", str(FIXTURES)) for arg in self.argv]
