@@ -12,7 +12,9 @@ rank's sample naming its threads). Each size and form runs in a fresh process pi
 garbage collector paused as `analyze` and `attach` pause it (hangdoctor/bulk.py):
 - load: read and parse every node file (JSON, py-spy frames interned) into a Collection;
 - verdict: diagnose() (tree, classes, waits, suspects, hints);
-- report: the terminal report rendered into a string, and the JSON report serialised.
+- report: the terminal report rendered into a string, the JSON report serialised, and the HTML report (with its
+  SVG picture) rendered; each also on its own, and every stage per rank, so that growth from one size to the next
+  shows in each stage (issue 25: less than 1.5x per rank from 16k to 131k ranks).
 Peak memory is the process's maximum resident set (ru_maxrss) minus the same process's before loading.
 With --flight-recorder files|nodes every rank also gets a Flight Recorder dump, derived from the trainer's
 recorded PP2 x TP2 x DP2 dumps (tests/hangdoctor/data/fr/skip_loss_pp2tp2dp2: about 110 entries with their stacks
@@ -156,6 +158,7 @@ def measure(folder: str) -> dict:
     from hangdoctor.bulk import paused_gc
     from hangdoctor.formats.load import load_paths
     from hangdoctor.identity import TopologyFlags
+    from hangdoctor.render.html import render_html
     from hangdoctor.render.jsonout import verdict_to_dict
     from hangdoctor.render.terminal import render_verdict
 
@@ -167,10 +170,14 @@ def measure(folder: str) -> dict:
         verdict = diagnose(collection)
         t2 = time.perf_counter()
         render_verdict(verdict, Console(file=io.StringIO(), width=120))
+        t_terminal = time.perf_counter()
         json.dumps(verdict_to_dict(verdict))
+        t_json = time.perf_counter()
+        render_html(verdict)
         t3 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"ranks": len(collection.records), "load_s": t1 - t0, "verdict_s": t2 - t1, "report_s": t3 - t2,
+            "terminal_s": t_terminal - t2, "json_s": t_json - t_terminal, "html_s": t3 - t_json,
             "peak_mib": (peak - before) / 1024, "headline": verdict.headline, "fr": len(collection.flight_recorder),
             "first_hint": verdict.hints[0] if verdict.hints else "",
             "places": [(p.where, p.position) for p in verdict.places]}
@@ -191,7 +198,7 @@ def main() -> int:
         print(json.dumps(measure(args.child)))
         return 0
     print("| ranks | node files | form | on disk | load (parse) s | verdict s | report s | load+verdict s | "
-          "whole s | us per rank | peak MiB |")
+          "whole s | us per rank: load / verdict / terminal / JSON / HTML / whole | peak MiB |")
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="hd-bench-") as tmp:
         for size, form in ((size, form) for size in args.sizes for form in args.forms):
@@ -208,7 +215,10 @@ def main() -> int:
             whole = min(r["load_s"] + r["verdict_s"] + r["report_s"] for r in runs)
             print(f"| {size:,} | {len(list(folder.iterdir())):,} | {form} | {disk:.0f} MiB | {best('load_s'):.2f} | "
                   f"{best('verdict_s'):.2f} | {best('report_s'):.2f} | "
-                  f"{min(r['load_s'] + r['verdict_s'] for r in runs):.2f} | {whole:.2f} | {whole / size * 1e6:.0f} | "
+                  f"{min(r['load_s'] + r['verdict_s'] for r in runs):.2f} | {whole:.2f} | "
+                  + " / ".join(f"{best(k) / size * 1e6:.1f}" for k in ("load_s", "verdict_s", "terminal_s", "json_s",
+                                                                         "html_s"))
+                  + f" / {whole / size * 1e6:.0f} | "
                   f"{max(r['peak_mib'] for r in runs):.0f} |", flush=True)
             if args.flight_recorder == "nodes":
                 print(f"<!-- reducing each rank's Flight Recorder dump on its node took {reduce_s * 1e3:.2f} ms per "

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from hangdoctor.analysis.classes import RankClass, build_classes, where
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
+from hangdoctor.analysis.roles import assign_roles
 from hangdoctor.analysis.sequence import GroupSequence, join, merge_alike, statement, suspects_from
 from hangdoctor.analysis.suspects import Suspect, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
@@ -46,6 +47,7 @@ class Verdict:
     sequences: list[GroupSequence] = field(default_factory=list)  # Flight Recorder: per process group, parting first
     flight_recorder_ranks: list[int] = field(default_factory=list)  # ranks whose Flight Recorder dump was read
     errors: list[str] = field(default_factory=list)  # input files that could not be read
+    roles: dict[int, str] = field(default_factory=dict)  # rank -> role (analysis/roles.py), computed once
 
 
 def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTable | None = None) -> Verdict:
@@ -108,6 +110,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         samples=collection.samples, interval=collection.interval, warnings=warnings + partial, all_threads=all_threads,
         set_aside=list(collection.set_aside), partial=partial, native=collection.native,
         sequences=sequences, flight_recorder_ranks=fr_ranks, errors=list(collection.errors),
+        roles=assign_roles(suspects, unresponsive, missing, views),
     )
 
 

@@ -17,7 +17,7 @@ from hangdoctor.analysis.suspects import UNRESPONSIVE_REASONS
 from hangdoctor.analysis.tree import TreeNode
 from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.identity import natural_key
-from hangdoctor.render.roles import ROLES, colour, first_role, roles_of
+from hangdoctor.render.roles import ROLES, colour, first_role
 from hangdoctor.render.text import box_frames, frame_text, pinned_frames, run_lines, stack_lines
 from topology import describe_ranks, fold_ranks
 
@@ -59,7 +59,7 @@ def _title(ranks: list[int]) -> str:
 
 
 def build_boxes(verdict: Verdict) -> Box:
-    roles = roles_of(verdict)
+    roles = verdict.roles
     class_of = {rank: c for c in verdict.classes for rank in c.ranks}
     threads = ", every thread" if verdict.all_threads else ""
     root = Box(f"{len(verdict.tree.ranks)} ranks{threads}", [], "", SHARED, len(verdict.tree.ranks))
@@ -200,7 +200,7 @@ def render_html(verdict: Verdict) -> str:
     quiet = [f"<b>{escape(fold_ranks(r))}</b> {escape(s)}: {escape(UNRESPONSIVE_REASONS.get(s, s))}"
              for s, r in silent.items()]
     suspects = [f"<b>{escape(fold_ranks(s.ranks))}</b> {escape(s.where)}: {escape(s.reason)}" for s in verdict.suspects]
-    roles = roles_of(verdict)
+    roles = verdict.roles
     classes = []
     for c in verdict.classes:
         role = first_role(c.ranks, roles)

@@ -17,7 +17,7 @@ from hangdoctor.analysis.classes import RankClass, progress_word, where
 from hangdoctor.analysis.suspects import UNRESPONSIVE_REASONS
 from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.identity import natural_key
-from hangdoctor.render.roles import colour, first_role, roles_of
+from hangdoctor.render.roles import colour, first_role
 from hangdoctor.render.text import box_frames, pinned_frames, run_lines, stack_lines
 from topology import fold_ranks
 
@@ -121,8 +121,8 @@ def verdict_panel(verdict: Verdict) -> Panel:
 
 
 def merged_tree(verdict: Verdict) -> Tree:
-    roles = roles_of(verdict)
-    colour_of = {rank: class_colour(cls, roles) for cls in verdict.classes for rank in cls.ranks}
+    colours = {cls.id: class_colour(cls, verdict.roles) for cls in verdict.classes}  # once per class: linear
+    colour_of = {rank: colours[cls.id] for cls in verdict.classes for rank in cls.ranks}
     class_of = {rank: cls.id for cls in verdict.classes for rank in cls.ranks}
     root = verdict.tree
     threads = ", every thread" if verdict.all_threads else ""
@@ -146,11 +146,11 @@ def merged_tree(verdict: Verdict) -> Tree:
     return tree
 
 
-def class_table(cls: RankClass, verdict: Verdict, max_nodes: int, roles: dict[int, str] | None = None) -> Group:
+def class_table(cls: RankClass, verdict: Verdict, max_nodes: int) -> Group:
     views = verdict.views
     state = progress_word(cls.progress)
     title = Text.assemble(
-        (f"class {cls.id}", "bold " + class_colour(cls, roles if roles is not None else roles_of(verdict))),
+        (f"class {cls.id}", "bold " + class_colour(cls, verdict.roles)),
         " · majority" if cls.majority else "",
         f" · {len(cls.ranks)} rank{'s' if len(cls.ranks) != 1 else ''} {folded(cls.ranks)} · ",
         (cls.status if cls.status != "ok" else state, "bold"), f" · {cls.position}")
@@ -186,9 +186,8 @@ def render_verdict(verdict: Verdict, console: Console, *, max_classes: int = 8, 
     console.print(verdict_panel(verdict))
     console.print(merged_tree(verdict))
     console.print()
-    roles = roles_of(verdict)
     for cls in verdict.classes[:max_classes]:
-        console.print(class_table(cls, verdict, max_nodes, roles))
+        console.print(class_table(cls, verdict, max_nodes))
         console.print()
     if len(verdict.classes) > max_classes:
         rest = verdict.classes[max_classes:]
