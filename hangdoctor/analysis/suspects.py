@@ -27,11 +27,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from hangdoctor.analysis.causes import Cause
 from hangdoctor.analysis.classes import where
 from hangdoctor.analysis.hints import lone_hints, mismatch_hints, worker_hints
 from hangdoctor.analysis.places import Place, peer_tie, pick_anchor, strip_outside, undecided, verb, who
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, STUCK, UNKNOWN, RankView
 from hangdoctor.analysis.wait_rules import LOCAL_KINDS
+from hangdoctor.analysis.waitgraph import STRENGTH, Node, WaitGraph, describe
 from hangdoctor.model import D_STATE, ERROR, GONE, MISSING, NOT_PYTHON, PTRACE_DENIED, STOPPED, TIMEOUT, SetAside
 from topology import ParallelDims
 
@@ -202,3 +204,58 @@ def _silent(views: list[RankView], missing: list[int], dims: ParallelDims | None
     return suspects, hints
 
 
+
+
+def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
+                 dims: ParallelDims | None) -> list[Suspect]:
+    """The suspects ordered by the wait-for graph: its causes first, with the graph's confidence and why; every
+    other suspect that waits for a peer is at most low (nothing is confident against the direction of an edge)."""
+    by_ranks = {tuple(s.ranks): s for s in suspects}
+    first: list[Suspect] = []
+    done: set[int] = set()
+    for cause in causes:
+        for node_id in cause.nodes:
+            node = graph.nodes[node_id]
+            suspect = by_ranks.get(tuple(node.ranks))
+            text = cause.reason if len(cause.nodes) > 1 or cause.rule != "sink" else ""
+            waited = _waited_words(cause, dims)
+            if suspect is None:
+                suspect = Suspect(node.ranks, where(node.ranks, dims), f"{node.label}", _kind_of(node), "low", [])
+            suspect.confidence = cause.confidence
+            extra = "; ".join(part for part in (text, waited) if part)
+            if extra and extra not in suspect.reason:
+                suspect.reason = f"{suspect.reason}; {extra}"
+            suspect.evidence = [*suspect.evidence, *({"type": "wait-for", "text": describe(graph, e),
+                                                      "strength": e.strength} for e in cause.edges[:4])]
+            if id(suspect) not in done:
+                first.append(suspect)
+                done.add(id(suspect))
+    cause_nodes = {n for c in causes for n in c.nodes}
+    rest = []
+    for suspect in suspects:
+        if id(suspect) in done:
+            continue
+        node = next((n for n in graph.nodes if n.ranks == suspect.ranks), None)
+        waits = [e for e in graph.out.get(node.id, []) if e.strength != "possible"] if node is not None else []
+        if waits and causes:
+            suspect.confidence = "low"
+            onto = [e for e in waits if e.target in cause_nodes] or waits
+            suspect.reason += (f"; {verb(suspect.ranks, 'it waits', 'they wait')} for "
+                               f"{who(sorted({r for e in onto for r in e.ranks}), dims)} ({onto[0].evidence})")
+        rest.append(suspect)
+    rest.sort(key=lambda s: (_CONFIDENCE[s.confidence], _ORDER.index(_order_key(s)), len(s.ranks), s.ranks[0]))
+    ordered = first + rest  # causes first at each confidence; a stack rule's surer suspect before a doubtful cause
+    return sorted(ordered, key=lambda s: _CONFIDENCE[s.confidence])
+
+
+def _waited_words(cause: Cause, dims: ParallelDims | None) -> str:
+    if not cause.waiting:
+        return ""
+    strongest = max(cause.edges, key=lambda e: STRENGTH.index(e.strength), default=None)
+    why = f" ({strongest.evidence})" if strongest is not None and strongest.strength != "assumed" else ""
+    return f"{who(cause.waiting, dims)} wait for {'it' if len(cause.ranks) == 1 else 'them'}{why}"
+
+
+def _kind_of(node: Node) -> str:
+    return {"running": "busy", "local": "local-wait", "silent": "unresponsive", "device": "device-sync",
+            "communicating": "other-call"}.get(node.state, "outside")

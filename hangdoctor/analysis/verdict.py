@@ -12,8 +12,10 @@ from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.roles import assign_roles
 from hangdoctor.analysis.sequence import GroupSequence, join, merge_alike, statement, suspects_from
-from hangdoctor.analysis.suspects import Suspect, find_suspects
+from hangdoctor.analysis.causes import Cause, read_causes
+from hangdoctor.analysis.suspects import Suspect, apply_causes, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
+from hangdoctor.analysis.waitgraph import WaitGraph, build_graph
 from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.model import OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack
 from topology import ParallelDims, fold_ranks
@@ -48,6 +50,8 @@ class Verdict:
     flight_recorder_ranks: list[int] = field(default_factory=list)  # ranks whose Flight Recorder dump was read
     errors: list[str] = field(default_factory=list)  # input files that could not be read
     roles: dict[int, str] = field(default_factory=dict)  # rank -> role (analysis/roles.py), computed once
+    graph: WaitGraph | None = None  # who waits for whom (waitgraph.py)
+    causes: list[Cause] = field(default_factory=list)  # read off the graph (causes.py), the likeliest first
 
 
 def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTable | None = None) -> Verdict:
@@ -72,6 +76,12 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     classes = build_classes(list(views.values()), dims)
     suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
                                     set_aside=collection.set_aside)
+    silent_ranks = {status: ranks for status, ranks in unresponsive.items() if status != PTRACE_DENIED}
+    if missing:
+        silent_ranks["missing"] = missing
+    graph = build_graph(places, silent_ranks, dims, collection.source_lines)
+    causes = read_causes(graph)
+    suspects = apply_causes(suspects, causes, graph, dims)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
         suspects, hints = with_sequence(sequences, suspects, hints, dims)
@@ -110,7 +120,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         samples=collection.samples, interval=collection.interval, warnings=warnings + partial, all_threads=all_threads,
         set_aside=list(collection.set_aside), partial=partial, native=collection.native,
         sequences=sequences, flight_recorder_ranks=fr_ranks, errors=list(collection.errors),
-        roles=assign_roles(suspects, unresponsive, missing, views),
+        roles=assign_roles(suspects, unresponsive, missing, views), graph=graph, causes=causes,
     )
 
 

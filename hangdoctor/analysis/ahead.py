@@ -1,0 +1,74 @@
+"""Which of two ranks is further along in the program, from their stacks: the side that went on.
+
+When two groups of ranks wait for each other in different calls, the one that is *ahead* has passed the call the
+other waits in without joining it (it skipped it, or joined something else), so it is the cause; the one behind
+waits in the call it skipped. The stacks are compared at their divergence point: the outermost frame they share
+(same function and file) where their lines differ. The later line is ahead, in the same pass through that code.
+
+With the source's structure of that function (`blocks`: the loops and conditionals around each line, read by
+the collector on the node), two refinements: a line after a loop is ahead of a line inside it (the rank left the
+loop early), and when only one of the two calls sits under a condition (`if step % log_every == 0:`), that is
+the call one side skipped: the other side went round the loop into the next iteration and is ahead even at an
+earlier line. Without the source the answer is less sure, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hangdoctor.model import Frame, Stack
+
+@dataclass(frozen=True)
+class Order:
+    ahead: int  # 0: the first stack is ahead; 1: the second
+    frame: Frame  # the divergence point, as the first stack holds it
+    lines: tuple[int, int]
+    sure: bool  # from the source's loops (True), or from the function's name (False)
+    why: str
+
+
+def _outermost_first(stack: Stack) -> list[Frame]:
+    return [f for f in reversed(stack) if not f.native]
+
+
+def divergence(a: Stack, b: Stack) -> tuple[Frame, Frame] | None:
+    """The outermost pair of frames that name the same function in the same file at different lines."""
+    for fa, fb in zip(_outermost_first(a), _outermost_first(b)):
+        if fa.name != fb.name or fa.file != fb.file:
+            return None
+        if fa.line != fb.line:
+            return (fa, fb) if fa.line and fb.line else None
+    return None
+
+
+def compare(a: Stack, b: Stack, blocks: dict | None = None) -> Order | None:
+    """Which of the two stacks is ahead, or None when the stacks cannot say. `blocks`: {(file, line): {"loops":
+    [[first, last], ...], "conditions": [[first, last], ...]}}, innermost last (collector/source.py)."""
+    pair = divergence(a, b)
+    if pair is None:
+        return None
+    fa, fb = pair
+    la, lb = fa.line, fb.line
+    where = f"{fa.name} ({fa.file})"
+    known_a = blocks.get((fa.file, la)) if blocks else None
+    known_b = blocks.get((fb.file, lb)) if blocks else None
+    later = 0 if la > lb else 1
+    if known_a is None or known_b is None:
+        return Order(later, fa, (la, lb), False, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
+    loops_a, loops_b = set(map(tuple, known_a.get("loops", []))), set(map(tuple, known_b.get("loops", [])))
+    only_a, only_b = loops_a - loops_b, loops_b - loops_a
+    if only_a and not only_b and all(lb > last for _, last in only_a):
+        return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in")
+    if only_b and not only_a and all(la > last for _, last in only_b):
+        return Order(0, fa, (la, lb), True, f"line {la} of {where} comes after the loop that line {lb} is in")
+    shared = loops_a & loops_b
+    if shared and not only_a and not only_b:
+        loop = max(shared)  # the innermost shared loop starts last
+        cond_a = [c for c in map(tuple, known_a.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
+        cond_b = [c for c in map(tuple, known_b.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
+        if bool(cond_a) != bool(cond_b):
+            skipped, ahead = (la, 1) if cond_a else (lb, 0)
+            return Order(ahead, fa, (la, lb), True, f"line {skipped} of {where} is under a condition inside the loop "
+                         f"(lines {loop[0]}-{loop[1]}): the other side skipped it and went round into the next "
+                         f"iteration")
+    return Order(later, fa, (la, lb), True, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")

@@ -1,0 +1,130 @@
+"""Whom a call waits for, as data: one row per (framework, file, function) of the code around a wait.
+
+The wait table (wait_rules.py) says *what* a stack waits in (a broadcast, a recv, a batch); these rows say *for
+whom*: the previous pipeline stage, the next one, the last stage of the pipeline (DeepSpeed's loss broadcast), the
+data-parallel group, the rank's own DataLoader workers. A row matches a frame of the waiting rank's stack, from the
+call outwards (the first frame that matches decides), so that the schedule's own function (DeepSpeed's
+`_exec_recv_activations`, a Megatron `recv_forward`) names the peers even when the call itself is a generic recv.
+
+`peers` is one of:
+    prev-stage, next-stage      the pipeline neighbour (pp-1, pp+1; same dp and tp)
+    neighbour-stage             one of them, the schedule does not say which
+    last-stage                  the last stage of the rank's pipeline (and, on the last stage, the others)
+    group:dp, group:tp, group:pp   the rank's process group along that axis
+    workers, threads            the rank's own helper processes or threads: a local wait
+
+`phase` orders a schedule's phases within one step (1 first): when two sides of a pipeline wait for each other
+in different phases, the one in the earlier phase has gone on into the next step (it finished this step's
+exchanges with the other), so it is the side that skipped the later phase (waitgraph.py). 0: no order known.
+`source`: a regular expression over the frame's source line (read on the node) that must also match: the same
+function waits for different peers on different lines (torch.distributed.pipelining's `_step_microbatches`).
+Users add rows like the wait table's (docs/wait-rules.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+PEERS = ("prev-stage", "next-stage", "neighbour-stage", "last-stage", "group:dp", "group:tp", "group:pp",
+         "workers", "threads")
+
+
+@dataclass(frozen=True)
+class CallRow:
+    schedule: str  # whose schedule or layer: "deepspeed pipeline", "torch pipelining", "megatron", ...
+    file: str  # a part of the frame's file
+    function: str  # regular expression, in full against the qualified name or its last dotted part
+    peers: str  # one of PEERS
+    phase: int = 0  # order within the schedule's step, 1 first; 0 none
+    says: str = ""  # the phase in words, e.g. "the forward receive of activations"
+    source: str = ""  # regular expression over the frame's source line; "" matches any (or unknown) line
+    _pattern: re.Pattern = field(init=False, repr=False, compare=False)
+    _source: re.Pattern | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.peers not in PEERS:
+            raise ValueError(f"peers {self.peers!r} is not one of {', '.join(PEERS)}")
+        object.__setattr__(self, "_pattern", re.compile(self.function))
+        object.__setattr__(self, "_source", re.compile(self.source) if self.source else None)
+
+    def matches(self, name: str, file: str, line_text: str | None) -> bool:
+        if self.file not in file:
+            return False
+        if self._pattern.fullmatch(name) is None and self._pattern.fullmatch(name.rsplit(".", 1)[-1]) is None:
+            return False
+        if self._source is not None:
+            return line_text is not None and self._source.search(line_text) is not None
+        return True
+
+
+DS_ENGINE = "deepspeed/runtime/pipe/engine.py"
+PIPELINING = "torch/distributed/pipelining/"
+
+ROWS: tuple[CallRow, ...] = (
+    # DeepSpeed's PipelineEngine.train_batch: the instruction schedule (1F1B: sends and receives between stages),
+    # the tied and data-parallel gradient reductions, the optimizer step, then the loss broadcast from the last stage.
+    CallRow("deepspeed pipeline", DS_ENGINE, "_exec_recv_activations", "prev-stage", 1,
+            "the receive of activations from the previous stage"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_exec_send_activations", "next-stage", 1,
+            "the send of activations to the next stage"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_exec_recv_grads", "next-stage", 1,
+            "the receive of gradients from the next stage"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_exec_send_grads", "prev-stage", 1,
+            "the send of gradients to the previous stage"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_exec_reduce_tied_grads", "group:pp", 2,
+            "the all-reduce of tied weights' gradients between the stages that hold them"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_exec_reduce_grads|_bf16_reduce_grads",
+            "group:dp", 2, "the data-parallel gradient reduction"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_exec_optimizer_step", "group:dp", 3,
+            "the optimizer step (ZeRO's gather of updated parameters)"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_aggregate_total_loss|_bcast_pipe_scalar",
+            "last-stage", 4, "the broadcast of the loss from the last stage"),
+    CallRow("deepspeed pipeline", DS_ENGINE, "_reduce_outputs", "last-stage", 4,
+            "the broadcast of eval outputs from the last stage"),
+    # DeepSpeed's ZeRO (no pipeline): every collective of its optimizer is in the data-parallel group
+    CallRow("deepspeed zero", "deepspeed/runtime/zero/", ".*", "group:dp", 0, "ZeRO's data-parallel collective"),
+    # torch.distributed.pipelining: the schedules wait on batched P2P work; the line tells forward from backward
+    CallRow("torch pipelining", PIPELINING + "schedules.py", ".*_step_microbatches|.*step", "prev-stage", 1,
+            "the forward receive of activations", source=r"fwd_recv|get_fwd_recv|recv_fwd"),
+    CallRow("torch pipelining", PIPELINING + "schedules.py", ".*_step_microbatches|.*step", "next-stage", 2,
+            "the backward receive of gradients", source=r"bwd_recv|get_bwd_recv|recv_bwd"),
+    CallRow("torch pipelining", PIPELINING + "schedules.py", ".*_step_microbatches", "neighbour-stage", 0,
+            "a pipeline-schedule exchange with a neighbour stage"),
+    CallRow("torch pipelining", PIPELINING + "stage.py", ".*_shape_inference|.*_prepare_forward_infra",
+            "prev-stage", 1, "the shape inference exchange"),
+    # Megatron-LM (megatron/core/pipeline_parallel/): p2p_communication's calls name their direction
+    CallRow("megatron", "p2p_communication.py", "recv_forward|send_backward_recv_forward", "prev-stage", 1,
+            "the receive of activations from the previous stage"),
+    CallRow("megatron", "p2p_communication.py", "recv_backward|send_forward_recv_backward", "next-stage", 1,
+            "the receive of gradients from the next stage"),
+    CallRow("megatron", "p2p_communication.py", "send_forward", "next-stage", 1,
+            "the send of activations to the next stage"),
+    CallRow("megatron", "p2p_communication.py", "send_backward", "prev-stage", 1,
+            "the send of gradients to the previous stage"),
+    CallRow("megatron", "tensor_parallel/", ".*", "group:tp", 0, "a tensor-parallel collective"),
+    CallRow("megatron", "megatron/core/distributed/", ".*", "group:dp", 0, "the data-parallel gradient reduction"),
+    # local waits: the rank waits for its own helpers
+    CallRow("torch", "torch/utils/data/dataloader.py", ".*", "workers", 0, "a batch from its DataLoader workers"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallMeaning:
+    """What a frame of the waiting rank's stack says about whom it waits for."""
+
+    row: CallRow
+    frame_index: int  # in the rank's stack (innermost first)
+
+
+def meaning(frames, start: int, source: dict | None, rows: tuple[CallRow, ...] = ROWS) -> CallMeaning | None:
+    """The first row that matches a frame of `frames` from index `start` outwards."""
+    for index in range(start, len(frames)):
+        frame = frames[index]
+        if frame.native:
+            continue
+        text = source.get((frame.file, frame.line)) if source else None
+        for row in rows:
+            if row.matches(frame.name, frame.file, text):
+                return CallMeaning(row, index)
+    return None

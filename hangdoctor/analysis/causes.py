@@ -1,0 +1,284 @@
+"""The cause, read off the wait-for graph (waitgraph.py): the ranks the others wait for, directly or through
+others, that do not themselves wait for a peer.
+
+    1. The graph's sinks: groups of nodes that no edge leaves. A sink of one node that others wait for is a cause:
+       a busy or sleeping rank, a local wait, a rank that did not answer, one outside any call.
+    2. A sink of several nodes is a cycle: they wait for each other. It is broken, in this order, by
+       - evidence: edges weaker than the strongest in the cycle are dropped (a local `src=3` outweighs a
+         default group we assumed); if that leaves a direction, its sink is the cause;
+       - the schedule: two pipeline phases of one step (call_semantics.py), the side in the earlier phase has
+         finished this step's exchanges with the other and gone on into the next step: it never entered the call
+         the other waits in;
+       - the odd one out: fewer ranks in one call than in the others (not for sends and receives, which pair);
+       - else a true tie: every side stays a low suspect, and the report says what would break it.
+Confidence comes from the evidence and from what the cause is doing; nothing is confident against an edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SILENT, STRENGTH, Edge,
+                                           Node, WaitGraph)
+from hangdoctor.analysis.ahead import compare
+from topology import fold_ranks
+
+_SILENT_SURE = {"stopped": "high", "d-state": "high", "gone": "medium", "missing": "medium"}
+CONFIDENCE_ORDER = {"high": 0, "medium": 1, "low": 2}
+TIE_BREAKERS = ("Flight Recorder (TORCH_FR_BUFFER_SIZE=2000 in the job's environment: each rank's sequence of "
+                "collectives)", "`tracing run` (each rank's calls in order)", "--native", "CUDA_LAUNCH_BLOCKING=1 "
+                "(with NCCL: collectives then block where they are called)")
+
+
+@dataclass
+class Cause:
+    nodes: list[int]  # graph node ids; several for a tie
+    ranks: list[int]
+    confidence: str
+    rule: str  # "sink", "evidence", "schedule", "odd-one-out", "tie"
+    reason: str  # one sentence
+    waiting: list[int] = field(default_factory=list)  # ranks that wait for it, directly or through others
+    edges: list[Edge] = field(default_factory=list)  # the edges into it
+
+
+def read_causes(graph: WaitGraph) -> list[Cause]:
+    causes: list[Cause] = []
+    everyone = set(range(len(graph.nodes)))
+    for floor in ("assumed", "possible"):  # what the evidence says first; what is merely possible only if nothing
+        for component in _sink_components(graph, everyone, floor):
+            causes += _causes_of(graph, component, floor)
+        if causes:
+            break
+    causes.sort(key=lambda c: (CONFIDENCE_ORDER[c.confidence], -len(c.waiting), len(c.ranks), c.rule == "tie"))
+    return causes
+
+
+def _components(graph: WaitGraph, members: set[int], weakest: str) -> list[list[int]]:
+    """Strongly connected components (Tarjan, iterative) of the nodes in `members`, over the edges between them
+    at least as strong as `weakest`."""
+    floor = STRENGTH.index(weakest)
+    succ = {n: [e.target for e in graph.out.get(n, []) if e.target in members and STRENGTH.index(e.strength) >= floor]
+            for n in members}
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    result: list[list[int]] = []
+    counter = 0
+    for root in sorted(members):
+        if root in index:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(succ[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                result.append(sorted(component))
+    return result
+
+
+def _sink_components(graph: WaitGraph, members: set[int], weakest: str) -> list[list[int]]:
+    """Components that no edge (at least `weakest`, within `members`) leaves, and that someone waits for or that
+    wait for each other."""
+    floor = STRENGTH.index(weakest)
+    sinks = []
+    for component in _components(graph, members, weakest):
+        inside = set(component)
+        leaves = any(e.target in members and e.target not in inside and STRENGTH.index(e.strength) >= floor
+                     for n in component for e in graph.out.get(n, []))
+        waited = any(e.waiter in members and STRENGTH.index(e.strength) >= floor
+                     for n in component for e in graph.into.get(n, []))
+        if not leaves and waited:
+            sinks.append(component)
+    return sinks
+
+
+def _waiting(graph: WaitGraph, targets: set[int]) -> list[int]:
+    """Ranks of the nodes that reach `targets` over any edge (the targets' own ranks left out)."""
+    seen, todo = set(targets), list(targets)
+    while todo:
+        node = todo.pop()
+        for edge in graph.into.get(node, []):
+            if edge.waiter not in seen:
+                seen.add(edge.waiter)
+                todo.append(edge.waiter)
+    return sorted(r for n in seen - targets for r in graph.nodes[n].ranks)
+
+
+def _causes_of(graph: WaitGraph, component: list[int], floor: str) -> list[Cause]:
+    if len(component) == 1:
+        return [_single(graph, graph.nodes[component[0]], "sink")]
+    members = set(component)
+    for weakest in ("assumed", "semantic")[1 if floor == "assumed" else 0:]:  # drop doubtful edges: possible, assumed
+        strongest = max((STRENGTH.index(e.strength) for n in component for e in graph.out.get(n, [])
+                         if e.target in members), default=-1)
+        if STRENGTH.index(weakest) > strongest:
+            break
+        inner = _sink_components(graph, members, weakest)
+        if inner and all(len(c) < len(component) for c in inner):
+            found = []
+            for part in inner:
+                found += [_single(graph, graph.nodes[n], "evidence") for n in part] if len(part) == 1 else \
+                    _break_cycle(graph, part)
+            return found
+    return _break_cycle(graph, component)
+
+
+def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
+    nodes = [graph.nodes[n] for n in component]
+    scheduled = [n for n in nodes if n.phase and n.schedule == nodes[0].schedule]
+    if len(scheduled) == len(nodes) and len({n.phase for n in nodes}) > 1:
+        first = min(n.phase for n in nodes)
+        early = [n for n in nodes if n.phase == first]
+        late = [n for n in nodes if n.phase != first]
+        reason = (f"never entered {_phase(late[0])} that {_who(late)} {_verb(late, 'waits', 'wait')} in; "
+                  f"{_verb(early, 'it is', 'they are')} already in {_phase(early[0])} of the next step "
+                  f"({nodes[0].schedule}: that comes first in a step, so {_verb(early, 'it has', 'they have')} "
+                  f"finished this step's exchanges with {_who(late)} and gone on)")
+        return [_cause(graph, early, "medium", "schedule", reason)]
+    sizes = sorted({len(n.ranks) for n in nodes})
+    pairing = all(n.place is not None and n.place.wait is not None and n.place.wait.kind == "p2p" for n in nodes)
+    if len(sizes) > 1 and not pairing:
+        smallest = [n for n in nodes if len(n.ranks) == sizes[0]]
+        others = [n for n in nodes if len(n.ranks) != sizes[0]]
+        reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {_verb(others, 'waits', 'wait')} "
+                  f"in {_calls(others)} and for {_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
+                  f"{_doing(smallest)} instead")
+        return [_cause(graph, smallest, "medium" if all(n.state == COMMUNICATING for n in nodes) else
+                       _single(graph, smallest[0], "sink").confidence if len(smallest) == 1 else "low",
+                       "odd-one-out", reason)]
+    if all(n.state == COMMUNICATING for n in nodes):
+        ahead = _ahead_of_all(nodes, graph.blocks)
+        if ahead is not None:
+            node, order = ahead
+            others = [n for n in nodes if n is not node]
+            reason = (f"never entered {_calls(others)} that {_who(others)} {_verb(others, 'waits', 'wait')} in: "
+                      f"{_verb([node], 'it is', 'they are')} further along ({order.why}), in {_calls([node])}")
+            return [_cause(graph, [node], "medium" if order.sure else "low", "program-order", reason)]
+    calling = [n for n in nodes if n.state == COMMUNICATING]
+    apart = [n for n in nodes if n.state != COMMUNICATING]
+    if calling and apart:
+        reason = (f"{_verb(apart, 'is', 'are')} {_doing(apart)} while {_who(calling)} "
+                  f"{_verb(calling, 'waits', 'wait')} in {_calls(calling)}")
+        return [_cause(graph, apart, _single(graph, apart[0], "sink").confidence if len(apart) == 1 else "low",
+                       "not-in-call", reason)]
+    reason = (f"{' and '.join(_who([n]) + ' in ' + _calls([n]) for n in nodes)} wait for each other, and nothing in "
+              f"the stacks says which side is out of step; to break the tie: " + "; ".join(TIE_BREAKERS))
+    return [_cause(graph, nodes, "low", "tie", reason)]
+
+
+def _ahead_of_all(nodes: list[Node], blocks: dict | None):
+    """The one node that is ahead of every other in program order (ahead.py), with the order against the first
+    other, or None."""
+    for node in nodes:
+        orders = []
+        for other in nodes:
+            if other is node:
+                continue
+            order = compare(node.place.views[0].stack, other.place.views[0].stack, blocks)
+            if order is None or order.ahead != 0:
+                break
+            orders.append(order)
+        else:
+            if orders:
+                return node, min(orders, key=lambda o: o.sure)
+    return None
+
+
+def _verb(nodes: list[Node], one: str, many: str) -> str:
+    return one if len(_ranks(nodes)) == 1 else many
+
+
+def _doing(nodes: list[Node]) -> str:
+    labels = sorted({n.label if n.state != COMMUNICATING else "in " + n.label for n in nodes})
+    return "; ".join(labels)
+
+
+def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
+    edges = graph.into.get(node.id, [])
+    strongest = max((STRENGTH.index(e.strength) for e in edges), default=-1)
+    state = node.state
+    if state == RUNNING:
+        sure = "high"
+    elif state == LOCAL:
+        sure = "high" if strongest >= STRENGTH.index("assumed") else "medium"
+    elif state == SILENT:
+        sure = _SILENT_SURE.get(node.status, "low")
+        if node.status == "missing" and strongest < STRENGTH.index("assumed"):
+            sure = "low"  # no dump of them: we cannot tell them from ranks nobody looked at
+    elif state == OUTSIDE:
+        gpu = node.place.gpu if node.place is not None else None
+        sure = "medium" if gpu is False else "low"
+    elif state == DEVICE:
+        sure = "medium" if _host_blocking(graph, edges) else "low"
+    else:  # a communicating node that waits for nobody outside it, while others wait for it
+        sure = "medium"
+    if rule == "evidence" and sure == "high" and strongest < STRENGTH.index("semantic"):
+        sure = "medium"
+    waiters = sorted({r for e in edges for r in graph.nodes[e.waiter].ranks})
+    reason = f"{len(waiters)} rank{'s' if len(waiters) != 1 else ''} wait for {'it' if len(node.ranks) == 1 else 'them'}"
+    if rule == "evidence":
+        reason += " by the strongest evidence (the other way round was only assumed)"
+    return _cause(graph, [node], sure, rule, reason)
+
+
+def _host_blocking(graph: WaitGraph, edges: list[Edge]) -> bool:
+    """The ranks waiting for a GPU-bound rank block on the host in a CPU collective (gloo's work wait): its GPU
+    cannot be waiting for their collective."""
+    for edge in edges:
+        place = graph.nodes[edge.waiter].place
+        if place is None or place.wait is None:
+            return False
+        if not (place.wait.evidence == "native" or place.gpu is False):
+            return False
+    return bool(edges)
+
+
+def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reason: str) -> Cause:
+    ids = {n.id for n in nodes}
+    edges = [e for n in nodes for e in graph.into.get(n.id, []) if e.waiter not in ids]
+    return Cause(sorted(ids), _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges)
+
+
+def _ranks(nodes: list[Node]) -> list[int]:
+    return sorted(r for n in nodes for r in n.ranks)
+
+
+def _who(nodes: list[Node]) -> str:
+    ranks = _ranks(nodes)
+    return f"rank{'s' if len(ranks) > 1 else ''} {fold_ranks(ranks)}"
+
+
+def _calls(nodes: list[Node]) -> str:
+    return ", ".join(sorted({n.place.wait.op if n.place and n.place.wait else n.label for n in nodes}))
+
+
+def _phase(node: Node) -> str:
+    return node.phase_says or node.label
+
+
+__all__ = ["Cause", "CONFIDENCE_ORDER", "COMMUNICATING", "read_causes"]

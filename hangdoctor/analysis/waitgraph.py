@@ -1,0 +1,278 @@
+"""The wait-for graph: who waits for whom, and the evidence for each edge.
+
+Nodes are places (ranks that answered and sit in the same call, places.py) and the ranks that did not answer
+(one node per status) or were never found. An edge "A waits for B" names the ranks of B that A waits for and why
+we think so, from the strongest evidence to the weakest:
+
+    explicit   a local of the wait names the peer (src=3, src_stage=0 with the topology), or the Flight Recorder
+    semantic   the call's meaning (call_semantics.py) placed in the topology: DeepSpeed's recv_activations
+               receives from the previous stage, its loss broadcast comes from the last stage, ZeRO's collectives
+               span the data-parallel group
+    assumed    a collective whose group we cannot see: the default group, every rank not in the same call
+    possible   a rank waiting on its GPU may wait for an asynchronous collective that others have not issued;
+               a rank inside a collective of a GPU job may already be matched by ranks past it (NCCL returns
+               before it completes)
+
+Ranks in the same place as the waiter are with it, never waited for. Local waits (a lock, a batch, a sleep, I/O),
+busy ranks and ranks that did not answer wait for no peer. The graph is built per place, never per pair of ranks:
+a rank's group along an axis is found through its coordinates, so that 100k ranks cost one pass.
+causes.py reads the cause off the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hangdoctor.analysis.call_semantics import CallMeaning, meaning
+from hangdoctor.analysis.places import Place
+from hangdoctor.analysis.ranks import BUSY, PROGRESSING, UNKNOWN, RankView
+from hangdoctor.analysis.wait_rules import LOCAL_KINDS
+from hangdoctor.model import MISSING
+from topology import ParallelDims, fold_ranks
+
+STRENGTH = ("possible", "assumed", "semantic", "explicit")  # weakest first
+COMMUNICATING, DEVICE, LOCAL, RUNNING, OUTSIDE, SILENT = "communicating", "device", "local", "running", "outside", "silent"
+
+
+@dataclass
+class Node:
+    id: int
+    ranks: list[int]
+    state: str  # COMMUNICATING, DEVICE (waits on the GPU), LOCAL, RUNNING (busy or progressing), OUTSIDE, SILENT
+    label: str  # the place's position, or the silent ranks' status
+    place: Place | None = None
+    status: str = ""  # for SILENT: stopped, d-state, gone, missing, timeout, ...
+    peers: str = ""  # whom it waits for, in words ("the previous stage", "the default group (assumed)")
+    schedule: str = ""  # the schedule whose phase it is in, and the phase's order (call_semantics.py)
+    phase: int = 0
+    phase_says: str = ""
+
+    @property
+    def waits_for_peers(self) -> bool:
+        return self.state in (COMMUNICATING, DEVICE)
+
+
+@dataclass
+class Edge:
+    waiter: int  # node id
+    target: int  # node id
+    ranks: list[int]  # the target's ranks that the waiter waits for
+    strength: str  # one of STRENGTH
+    evidence: str  # in words
+
+
+@dataclass
+class WaitGraph:
+    nodes: list[Node]
+    edges: list[Edge]
+    gpu_job: bool  # some rank uses a GPU: a rank past a call may have issued it (NCCL)
+    blocks: dict | None = None  # {(file, line): loops and conditions around the line}, from the source (ahead.py)
+    out: dict[int, list[Edge]] = field(default_factory=dict)
+    into: dict[int, list[Edge]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for edge in self.edges:
+            self.out.setdefault(edge.waiter, []).append(edge)
+            self.into.setdefault(edge.target, []).append(edge)
+
+
+def _node_state(place: Place) -> str:
+    if place.moving or place.activity == BUSY:
+        return RUNNING
+    if place.in_collective:
+        return COMMUNICATING
+    if place.activity == "device-sync":
+        return DEVICE
+    if place.activity in LOCAL_KINDS:
+        return LOCAL
+    return OUTSIDE
+
+
+def build_graph(places: list[Place], silent: dict[str, list[int]], dims: ParallelDims | None,
+                source: dict | None = None, blocks: dict | None = None) -> WaitGraph:
+    """silent: status -> ranks that did not answer (missing ones under MISSING)."""
+    nodes: list[Node] = []
+    for place in places:
+        nodes.append(Node(len(nodes), place.ranks, _node_state(place), place.position, place))
+    for status, ranks in sorted(silent.items()):
+        if ranks:
+            nodes.append(Node(len(nodes), sorted(ranks), SILENT, status, status=status))
+    node_of: dict[int, int] = {}
+    for node in nodes:
+        for rank in node.ranks:
+            node_of[rank] = node.id
+    gpu_job = any(p.gpu for p in places)
+    edges: list[Edge] = []
+    for node in nodes:
+        if node.state == COMMUNICATING:
+            edges += _comm_edges(node, nodes, node_of, dims, source, gpu_job)
+        elif node.state == DEVICE:
+            edges += [Edge(node.id, other.id, other.ranks, "possible",
+                           "it waits on its GPU, perhaps for an asynchronous collective these ranks have not issued")
+                      for other in nodes if other.state == COMMUNICATING]
+        elif node.state == OUTSIDE:
+            edges += [Edge(node.id, other.id, other.ranks, "assumed",
+                           "it is idle outside any wait we know: perhaps blocked in a call we cannot see (a work "
+                           "handle, a GPU synchronisation) that waits for these ranks")
+                      for other in nodes if other.state == COMMUNICATING]
+    return WaitGraph(nodes, _by_elimination([_unseen(e, nodes) for e in edges], nodes), gpu_job, blocks)
+
+
+def _by_elimination(edges: list[Edge], nodes: list[Node]) -> list[Edge]:
+    """A collective whose group we assumed, with one other place its missing members can be in: they are there.
+    (A rank alone in an all_reduce waits for members that are somewhere; with one other place, that is it.)"""
+    assumed: dict[int, list[Edge]] = {}
+    for edge in edges:
+        if edge.strength in ("assumed", "possible") and nodes[edge.waiter].state == COMMUNICATING:
+            assumed.setdefault(edge.waiter, []).append(edge)
+    sure = {id(found[0]) for found in assumed.values()
+            if len(found) == 1 and found[0].strength == "assumed"
+            and nodes[found[0].target].state not in (OUTSIDE, DEVICE)  # those may be past the call, unseen
+            and not any(
+                e.waiter == found[0].waiter and e.strength not in ("assumed", "possible") for e in edges)}
+    return [Edge(e.waiter, e.target, e.ranks, "semantic", "the only other ranks its call can be waiting for")
+            if id(e) in sure else e for e in edges]
+
+
+def _unseen(edge: Edge, nodes: list[Node]) -> Edge:
+    """An edge into ranks nobody dumped is only possible: we cannot tell them from ranks we did not look at."""
+    if nodes[edge.target].status == MISSING and edge.strength != "possible":
+        return Edge(edge.waiter, edge.target, edge.ranks, "possible", edge.evidence + " (no dump of these ranks)")
+    return edge
+
+
+def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: ParallelDims | None,
+                source: dict | None, gpu_job: bool) -> list[Edge]:
+    place = node.place
+    found = _meaning(place.views[0], source)
+    if found is not None:
+        node.schedule, node.phase, node.phase_says = found.row.schedule, found.row.phase, found.row.says
+    targets, evidence = _explicit_targets(place, dims)
+    if targets is not None:
+        node.peers = evidence
+        return _edges_to(node, targets, nodes, node_of, "explicit", evidence)
+    if found is not None and dims is not None:
+        evidence = f"{found.row.says}: {PEER_WORDS[found.row.peers]}, placed in the topology"
+        node.peers = evidence
+        if found.row.peers.startswith("group:"):
+            return _group_edges(node, found.row.peers[6:], nodes, dims, evidence)
+        return _edges_to(node, _stage_targets(place, found.row.peers, dims), nodes, node_of, "semantic", evidence)
+    # no local and no meaning: the default group, everyone not in this call
+    node.peers = "every rank not in this call (the default group, assumed)"
+    edges = []
+    for other in nodes:
+        if other.id == node.id:
+            continue
+        strength, why = "assumed", "a collective whose group the stacks do not show: assumed to be the default group"
+        if place.wait.kind == "p2p":
+            strength, why = "possible", "a point-to-point call whose peer the stacks do not show (add --locals)"
+        elif gpu_job and other.state in (DEVICE, OUTSIDE):
+            strength, why = "possible", ("a rank past the call may have issued it already (NCCL returns before "
+                                         "it completes)")
+        edges.append(Edge(node.id, other.id, other.ranks, strength, why))
+    return edges
+
+
+PEER_WORDS = {"prev-stage": "the previous pipeline stage", "next-stage": "the next pipeline stage",
+              "neighbour-stage": "a neighbouring pipeline stage", "last-stage": "the last stage of its pipeline",
+              "group:dp": "its data-parallel group", "group:tp": "its tensor-parallel group",
+              "group:pp": "its pipeline group", "workers": "its own workers", "threads": "its own threads"}
+
+
+def _meaning(view: RankView, source: dict | None) -> CallMeaning | None:
+    stack, start = view.stack, 0
+    if view.wait is not None and view.wait.call in stack:
+        start = stack.index(view.wait.call)
+    return meaning(stack, start, source)
+
+
+def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int] | None, str]:
+    """The peers that locals name: global ranks (src, dst), or stages placed by the topology."""
+    targets: set[int] = set()
+    names = set()
+    for view in place.views:
+        peer = view.peer
+        if peer is None or peer.value == view.rank:  # the source of its own broadcast waits for the others
+            continue
+        if peer.is_global:
+            targets.add(peer.value)
+        elif peer.name in ("src_stage", "dst_stage", "dest_stage") and dims is not None and view.identity.coords:
+            c = view.identity.coords
+            if not 0 <= peer.value < dims.pp:
+                continue
+            targets.add(dims.rank(dp=c.dp, pp=peer.value, tp=c.tp))
+        else:
+            continue
+        names.add(f"{peer.name}={peer.value}")
+    if not targets:
+        return None, ""
+    shown = sorted(names)
+    return targets, f"{', '.join(shown[:3])}{' ...' if len(shown) > 3 else ''} in the locals of its wait"
+
+
+def _stage_targets(place: Place, peers: str, dims: ParallelDims) -> set[int]:
+    """The pipeline neighbours each rank of the place waits for."""
+    targets: set[int] = set()
+    last = dims.pp - 1
+    for view in place.views:
+        c = view.identity.coords or _coords(view.rank, dims)
+        if c is None:
+            continue
+        if peers in ("prev-stage", "neighbour-stage") and c.pp > 0:
+            targets.add(dims.rank(dp=c.dp, pp=c.pp - 1, tp=c.tp))
+        if peers in ("next-stage", "neighbour-stage") and c.pp < last:
+            targets.add(dims.rank(dp=c.dp, pp=c.pp + 1, tp=c.tp))
+        if peers == "last-stage":
+            if c.pp < last:
+                targets.add(dims.rank(dp=c.dp, pp=last, tp=c.tp))
+            else:
+                targets.update(dims.rank(dp=c.dp, pp=stage, tp=c.tp) for stage in range(last))
+    return targets
+
+
+def _coords(rank: int, dims: ParallelDims):
+    try:
+        return dims.coords(rank)
+    except ValueError:
+        return None
+
+
+def _key(rank: int, axis: str, dims: ParallelDims):
+    """What the members of one group along `axis` share: every other coordinate."""
+    c = _coords(rank, dims)
+    if c is None:
+        return None
+    return (c.pp, c.tp) if axis == "dp" else (c.pp, c.dp) if axis == "tp" else (c.dp, c.tp)
+
+
+def _group_edges(node: Node, axis: str, nodes: list[Node], dims: ParallelDims, evidence: str) -> list[Edge]:
+    """Edges to the other nodes' ranks that share a group along `axis` with a rank of this node: one pass over
+    the ranks, never a list of each rank's group."""
+    keys = {_key(rank, axis, dims) for rank in node.ranks}
+    edges = []
+    for other in nodes:
+        if other.id != node.id:
+            hit = [rank for rank in other.ranks if _key(rank, axis, dims) in keys]
+            if hit:
+                edges.append(Edge(node.id, other.id, hit, "semantic", evidence))
+    return edges
+
+
+def _edges_to(node: Node, targets: set[int], nodes: list[Node], node_of: dict[int, int], strength: str,
+              evidence: str) -> list[Edge]:
+    by_node: dict[int, list[int]] = {}
+    for rank in sorted(targets):
+        target = node_of.get(rank)
+        if target is not None and target != node.id:
+            by_node.setdefault(target, []).append(rank)
+    return [Edge(node.id, target, ranks, strength, evidence) for target, ranks in by_node.items()]
+
+
+def describe(graph: WaitGraph, edge: Edge) -> str:
+    waiter, target = graph.nodes[edge.waiter], graph.nodes[edge.target]
+    return (f"ranks {fold_ranks(waiter.ranks)} wait for ranks {fold_ranks(edge.ranks)} ({edge.strength}: "
+            f"{edge.evidence})")
+
+
+__all__ = ["COMMUNICATING", "DEVICE", "Edge", "LOCAL", "MISSING", "Node", "OUTSIDE", "PROGRESSING", "RUNNING",
+           "SILENT", "STRENGTH", "UNKNOWN", "WaitGraph", "build_graph", "describe"]
