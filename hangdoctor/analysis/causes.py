@@ -112,7 +112,8 @@ def _sink_components(graph: WaitGraph, members: set[int], weakest: str) -> list[
                      for n in component for e in graph.out.get(n, []))
         waited = any(e.waiter in members and STRENGTH.index(e.strength) >= floor
                      for n in component for e in graph.into.get(n, []))
-        if not leaves and waited:
+        calls = len(component) == 1 and graph.nodes[component[0]].state == COMMUNICATING and graph.out.get(component[0])
+        if not leaves and waited and not calls:  # a rank in a call waits for someone, even unseen: never a sink
             sinks.append(component)
     return sinks
 
@@ -149,6 +150,8 @@ def _causes_of(graph: WaitGraph, component: list[int], floor: str) -> list[Cause
 
 
 def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
+    """Nodes that wait for each other: the schedule, a wrong peer, the odd one out, program order, a rank in no
+    call, else a tie (module docstring)."""
     nodes = [graph.nodes[n] for n in component]
     scheduled = [n for n in nodes if n.phase and n.schedule == nodes[0].schedule]
     if len(scheduled) == len(nodes) and len({n.phase for n in nodes}) > 1:
@@ -160,17 +163,29 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
                   f"({nodes[0].schedule}: that comes first in a step, so {_verb(early, 'it has', 'they have')} "
                   f"finished this step's exchanges with {_who(late)} and gone on)")
         return [_cause(graph, early, "medium", "schedule", reason)]
+    misnamed = _misnamed(nodes)
+    if misnamed:
+        wrong, detail = misnamed
+        return [_cause(graph, wrong, "medium", "wrong-peer", f"named the wrong peer: {detail}")]
     sizes = sorted({len(n.ranks) for n in nodes})
     pairing = all(n.place is not None and n.place.wait is not None and n.place.wait.kind == "p2p" for n in nodes)
     if len(sizes) > 1 and not pairing:
         smallest = [n for n in nodes if len(n.ranks) == sizes[0]]
         others = [n for n in nodes if len(n.ranks) != sizes[0]]
+        sure = "medium" if all(n.state == COMMUNICATING for n in smallest) else "low"
+        if len(smallest) == 1 and smallest[0].state != COMMUNICATING:
+            sure = _single(graph, smallest[0], "sink").confidence
+        elif len(smallest) > 1:  # several odd ones: the one furthest along, when the stacks say; else all, low
+            found = _ahead_of_all(smallest, graph.blocks) if all(n.place is not None for n in smallest) else None
+            if found is None:
+                sure = "low"
+            else:
+                others += [n for n in smallest if n is not found[0]]
+                smallest = [found[0]]
         reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {_verb(others, 'waits', 'wait')} "
                   f"in {_calls(others)} and for {_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
                   f"{_doing(smallest)} instead")
-        return [_cause(graph, smallest, "medium" if all(n.state == COMMUNICATING for n in nodes) else
-                       _single(graph, smallest[0], "sink").confidence if len(smallest) == 1 else "low",
-                       "odd-one-out", reason)]
+        return [_cause(graph, smallest, sure, "odd-one-out", reason)]
     if all(n.state == COMMUNICATING for n in nodes):
         ahead = _ahead_of_all(nodes, graph.blocks)
         if ahead is not None:
@@ -207,6 +222,37 @@ def _ahead_of_all(nodes: list[Node], blocks: dict | None):
             if orders:
                 return node, min(orders, key=lambda o: o.sure)
     return None
+
+
+def _direction(op: str) -> str:
+    return "recv" if "recv" in op else "send" if "send" in op else ""
+
+
+def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:
+    """Point-to-point calls whose locals name their peer: a receive from a rank that is itself receiving (or a
+    send to a rank that is itself sending) can never complete; the nodes with the most such calls named the
+    wrong peer. None when no node stands out."""
+    views = {v.rank: v for n in nodes if n.place is not None for v in n.place.views}
+    counts: dict[int, list[str]] = {}
+    for node in nodes:
+        if node.place is None:
+            continue
+        for view in node.place.views:
+            if view.wait is None or view.peer is None or not view.peer.is_global:
+                continue
+            mine, peer = _direction(view.wait.op), views.get(view.peer.value)
+            if not mine or peer is None or peer.wait is None or _direction(peer.wait.op) != mine:
+                continue
+            counts.setdefault(node.id, []).append(
+                f"rank {view.rank} {mine}s with {view.peer.name}={view.peer.value}, and rank {view.peer.value} is "
+                f"itself in {peer.wait.op}")
+    if not counts:
+        return None
+    most = max(len(v) for v in counts.values())
+    top = [n for n in nodes if len(counts.get(n.id, [])) == most]
+    if len(top) != 1:
+        return None
+    return top, "; ".join(counts[top[0].id][:3])
 
 
 def _verb(nodes: list[Node], one: str, many: str) -> str:
@@ -261,7 +307,7 @@ def _host_blocking(graph: WaitGraph, edges: list[Edge]) -> bool:
 def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reason: str) -> Cause:
     ids = {n.id for n in nodes}
     edges = [e for n in nodes for e in graph.into.get(n.id, []) if e.waiter not in ids]
-    return Cause(sorted(ids), _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges)
+    return Cause([n.id for n in nodes], _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges)
 
 
 def _ranks(nodes: list[Node]) -> list[int]:

@@ -21,7 +21,7 @@ COLLECTIVE_OPS = (
     "reduce_scatter_fn|reduce_scatter_coalesced|all_to_all|all_to_all_single|alltoall|reduce|gather|scatter|"
     "broadcast_object_list|scatter_object_list|gather_object|all_reduce_coalesced|inference_all_reduce|"
     "broadcast_multigpu|all_reduce_multigpu|batch_all_gather|all_gather_into_tensor_coalesced|all_gather_single|"
-    "reduce_scatter_single"
+    "reduce_scatter_single|full_tensor|redistribute"
 )
 P2P_OPS = ("send|recv|isend|irecv|batch_isend_irecv|send_obj|recv_obj|send_object_list|recv_object_list|"
            "send_forward|recv_forward|send_backward|recv_backward|send_forward_recv_backward|"
@@ -72,6 +72,18 @@ RULES: tuple[WaitRule, ...] = (
     R("ddp-reducer", "torch autograd", "torch/autograd/__init__.py", "backward|grad", op="backward",
       says="backward: DDP's gradient all_reduce (and ZeRO/FSDP gradient reductions) run inside it", sure="medium"),
     R("", "torch autograd", "torch/_tensor.py", "backward", role="layer"),
+    # torch.distributed.rpc: a call waits for its callee; shutdown gathers every worker (a collective over RPC)
+    R("collective", "torch rpc", "torch/distributed/rpc/api.py", "_all_gather|_wait_all_workers|shutdown|"
+      "_barrier|_broadcast_to_followers", op="rpc shutdown",
+      says="RPC's shutdown (or barrier): every worker must arrive"),
+    R("p2p", "torch rpc", "torch/distributed/rpc/api.py", "rpc_sync|_invoke_rpc|remote|rpc_async",
+      op="rpc_sync", says="an RPC call: waits for the callee to run it and answer"),
+    R("", "torch rpc", "torch/distributed/rpc/", ".*", role="layer"),
+    # torch.distributed.pipelining: the schedules wait on batched P2P work (schedules.py's _wait_batch_p2p)
+    R("p2p", "torch pipelining", "torch/distributed/pipelining/schedules.py", "_wait_batch_p2p|_batch_p2p|"
+      "_sorted_batch_p2p", op="recv", says="a pipeline schedule's send/recv between stages"),
+    R("p2p", "torch pipelining", "torch/distributed/pipelining/stage.py", ".*_shape_inference", op="recv",
+      says="the pipeline stages' shape inference exchange"),
     # FSDP (1 and 2)
     R("collective", "torch FSDP", "torch/distributed/fsdp/", "_unshard|_pre_forward_unshard|unshard|"
       "_all_gather_flat_param|foreach_all_gather|foreach_all_gather_copy_out|wait_for_unshard|_lazy_init|"
@@ -183,6 +195,22 @@ RULES: tuple[WaitRule, ...] = (
     R("", "torch", "torch/utils/_contextlib.py", "decorate_context", role="layer"),
     R("", "torch", "torch/autograd/function.py", "apply|Function.apply", role="layer"),
     R("", "torch", "torch/_dynamo/eval_frame.py", "_fn|.*_fn", role="layer"),
+    # PyTorch's dispatch machinery between a Python API and the op it runs (a functional collective's wait_tensor
+    # under DTensor, a custom op's autograd wrapper): transparent, so the wait below them is still read
+    R("", "torch", "torch/_ops.py", ".*", role="layer"),
+    R("", "torch", "torch/_library/", ".*", role="layer"),
+    R("", "torch", "torch/_higher_order_ops/", ".*", role="layer"),
+    R("", "torch", "torch/utils/_python_dispatch.py", ".*", role="layer"),
+    R("", "torch", "torch/_compile.py", ".*", role="layer"),
+    R("", "torch DTensor", "torch/distributed/tensor/_dispatch.py", ".*", role="layer"),
+    R("", "torch DTensor", "torch/distributed/tensor/_redistribute.py", ".*", role="layer"),
+    R("collective", "torch DTensor", "torch/distributed/tensor/_api.py", "DTensor.full_tensor|full_tensor|"
+      "DTensor.redistribute|redistribute", says="a DTensor redistribution (its collectives: all-gather, "
+      "all-reduce, reduce-scatter)"),
+    R("", "torch", "torch/utils/_pytree.py", ".*", role="layer"),
+    R("", "torch DTensor", "torch/distributed/tensor/_api.py", "__torch_dispatch__|.*__torch_dispatch__", role="layer"),
+    R("", "torch", "torch/distributed/_functional_collectives.py", "AsyncCollectiveTensor.*|_maybe_wrap_tensor|"
+      "__torch_dispatch__|.*unwrap.*", role="layer"),
     R("", "deepspeed", ZERO + "parameter_offload.py", ".*", role="layer"),
     R("", "deepspeed", ZERO + "partitioned_param_coordinator.py", ".*", role="layer"),
     R("", "deepspeed", "deepspeed/utils/nvtx.py", ".*", role="layer"),
@@ -196,6 +224,8 @@ RULES: tuple[WaitRule, ...] = (
       "Connection.recv|Connection.poll|Popen.wait|Popen.poll|BaseProcess.join|put|_send", op="multiprocessing",
       says="another process (a pipe, queue or join)", **GENERIC),
     R("io", "python", "selectors.py", "select|EpollSelector.select|PollSelector.select", op="select", **GENERIC),
+    R("io", "pyzmq", "zmq/", "poll|Poller.poll|recv.*|Socket.recv.*|send.*|Socket.send.*|select", op="zmq",
+      says="a ZeroMQ socket", **GENERIC),
     R("io", "python", "socket.py", "readinto|recv.*|accept|SocketIO.readinto|create_connection", op="socket",
       **GENERIC),
     R("io", "python", "subprocess.py", "wait|_wait|communicate|_try_wait|_communicate", op="subprocess", **GENERIC),
@@ -269,5 +299,7 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("ddp-reducer", r"\.backward\(", "backward", "backward: DDP's gradient all_reduce runs inside it"),
     ("sleep", r"\btime\.sleep\(|\bsleep\(", "sleep", "sleeping"),
     ("lock", r"\.(acquire|join)\(", "thread wait", "a lock or a join"),
+    ("lock", r"(?i)^\s*(async\s+)?with\b[^#]*(lock|mutex|semaphore|cond\b|condition\b)\w*[^#]*:", "thread wait",
+     "a lock taken by a with statement"),
 )
 

@@ -33,7 +33,7 @@ from hangdoctor.analysis.hints import lone_hints, mismatch_hints, worker_hints
 from hangdoctor.analysis.places import Place, peer_tie, pick_anchor, strip_outside, undecided, verb, who
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, STUCK, UNKNOWN, RankView
 from hangdoctor.analysis.wait_rules import LOCAL_KINDS
-from hangdoctor.analysis.waitgraph import STRENGTH, Node, WaitGraph, describe
+from hangdoctor.analysis.waitgraph import COMMUNICATING, STRENGTH, Node, WaitGraph, describe
 from hangdoctor.model import D_STATE, ERROR, GONE, MISSING, NOT_PYTHON, PTRACE_DENIED, STOPPED, TIMEOUT, SetAside
 from topology import ParallelDims
 
@@ -222,6 +222,11 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
             if suspect is None:
                 suspect = Suspect(node.ranks, where(node.ranks, dims), f"{node.label}", _kind_of(node), "low", [])
             suspect.confidence = cause.confidence
+            if _unseen(node, graph):
+                asked = sorted({r for e in cause.edges for r in e.ranks})
+                suspect.confidence, waited = "low", ""
+                text = (f"no dump of them, so nobody looked; the others wait for "
+                        f"{who(asked, dims) if len(asked) < len(node.ranks) else 'them'}: dump those")
             extra = "; ".join(part for part in (text, waited) if part)
             if extra and extra not in suspect.reason:
                 suspect.reason = f"{suspect.reason}; {extra}"
@@ -236,7 +241,20 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
         if id(suspect) in done:
             continue
         node = next((n for n in graph.nodes if n.ranks == suspect.ranks), None)
-        waits = [e for e in graph.out.get(node.id, []) if e.strength != "possible"] if node is not None else []
+        if node is not None and _unseen(node, graph):
+            suspect.confidence = "low"
+            suspect.reason += "; no dump of them, so nobody looked"
+        node = next((n for n in graph.nodes if n.ranks == suspect.ranks), None)
+        if node is None:
+            rest.append(suspect)
+            continue
+        seen_causes = {n for n in cause_nodes if not _unseen(graph.nodes[n], graph)}
+        waits = [e for e in graph.out.get(node.id, []) if e.strength != "possible" or (
+            node.state == COMMUNICATING and e.target in seen_causes)]
+        if not waits and causes and node.state == "silent" and not graph.into.get(node.id):
+            suspect.confidence = "low"  # nobody waits for it: not what holds the others up
+            suspect.reason += "; no rank waits for it"
+
         if waits and causes:
             suspect.confidence = "low"
             onto = [e for e in waits if e.target in cause_nodes] or waits
@@ -245,7 +263,14 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
         rest.append(suspect)
     rest.sort(key=lambda s: (_CONFIDENCE[s.confidence], _ORDER.index(_order_key(s)), len(s.ranks), s.ranks[0]))
     ordered = first + rest  # causes first at each confidence; a stack rule's surer suspect before a doubtful cause
-    return sorted(ordered, key=lambda s: _CONFIDENCE[s.confidence])
+    unseen = {id(s) for s in ordered if s.kind == "unresponsive" and "no dump of them" in s.reason}
+    return sorted(ordered, key=lambda s: (_CONFIDENCE[s.confidence], id(s) in unseen))
+
+
+def _unseen(node: Node, graph: WaitGraph) -> bool:
+    """Ranks nobody dumped, that others may (not must) wait for: they may be fine."""
+    edges = graph.into.get(node.id, [])
+    return node.status == MISSING and all(e.strength == "possible" for e in edges)
 
 
 def _waited_words(cause: Cause, dims: ParallelDims | None) -> str:

@@ -156,7 +156,9 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
         node.peers = evidence
         if found.row.peers.startswith("group:"):
             return _group_edges(node, found.row.peers[6:], nodes, dims, evidence)
-        return _edges_to(node, _stage_targets(place, found.row.peers, dims), nodes, node_of, "semantic", evidence)
+        targets = _stage_targets(place, found.row.peers, dims)
+        if targets:  # none: the topology has no such stage (a first stage receiving?): read it like any call
+            return _edges_to(node, targets, nodes, node_of, "semantic", evidence)
     # no local and no meaning: the default group, everyone not in this call
     node.peers = "every rank not in this call (the default group, assumed)"
     edges = []

@@ -6,7 +6,8 @@ knows (native frames never end it) is the call; the first Python frame outside i
     broadcast <- PipelineEngine._aggregate_total_loss (deepspeed/runtime/pipe/engine.py)
 
 Within the run, the outermost row of the highest weight names the kind (a queue under DataLoader's
-`_get_data` is a dataloader wait). For communication the op is the outermost op-named frame of the run (the
+`_get_data` is a dataloader wait), the surest first: FSDP's reduce-scatter inside backward is a collective, not
+the guess that backward waits for DDP's reducer. For communication the op is the outermost op-named frame of the run (the
 API the caller used: deepspeed.comm's `broadcast` over torch's), unless the row names its own op (ZeRO-3's
 `fetch_sub_module` is an all_gather). A stack the table does not know may still be named by the source text
 of its innermost line, when the collector could read it (`h.wait()`, `loss.item()`).
@@ -112,7 +113,9 @@ class WaitTable:
             return _from_source(frames, source)
         caller = next((f for f in frames[end + 1:] if not f.native), None)
         weight = max(rule.weight for _, rule in voters)
-        index, rule = max(((i, r) for i, r in voters if r.weight == weight), key=lambda item: item[0])
+        strongest = [(i, r) for i, r in voters if r.weight == weight]
+        surest = min(_SURE_ORDER[r.sure] for _, r in strongest)  # a frame that is the collective outranks a guess
+        index, rule = max(((i, r) for i, r in strongest if _SURE_ORDER[r.sure] == surest), key=lambda item: item[0])
         sure = min((r.sure for _, r in voters if r.kind == rule.kind), key=_SURE_ORDER.__getitem__)
         call, op = frames[index], rule.op
         if not op and rule.kind in COMM_KINDS:

@@ -152,12 +152,23 @@ def test_everyone_in_the_same_collective_points_at_the_collective_or_the_missing
     assert v.headline.endswith("2 did not respond (6/8 responded)")
 
 
-def test_collective_beats_p2p_as_the_anchor_and_describes_with_coordinates():
+def test_the_rank_its_pipeline_and_data_parallel_peers_wait_for_is_the_cause():
+    # PP=2 x DP=2 (ranks 0,1 stage 0; 2,3 stage 1). Rank 1 runs outside any call (its stack changes); rank 0 waits
+    # for it in the data-parallel gradient all-reduce, rank 3 for it in recv_activations, rank 2 for rank 0 there:
+    # the wait-for graph ends at rank 1, and the neighbour waiting for it is never ranked above it.
     dims = ParallelDims(tp=1, pp=2, dp=2)
-    recv = (Frame("recv", "deepspeed/runtime/pipe/p2p.py", 81), *frames("_exec_recv_activations", "train_batch"))
-    v = diagnose(collection({0: [recv] * 2, 1: [recv] * 2, 2: [REDUCE] * 2}, dims=dims))
-    assert "[rank 2] waits in all_reduce <- step (t.py) that pp=0 (all dp) [ranks 0-1] never entered" in v.hints[0]
-    assert [s.ranks for s in v.suspects] == [[0, 1]]
+    recv = (Frame("recv", "deepspeed/runtime/pipe/p2p.py", 81), Frame("_exec_recv_activations", ENGINE, 1120),
+            Frame("_exec_schedule", ENGINE, 1387), Frame("train_batch", ENGINE, 370), *frames("main"))
+    reduce = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 20),
+              Frame("_exec_reduce_grads", ENGINE, 1200), Frame("_exec_schedule", ENGINE, 1387),
+              Frame("train_batch", ENGINE, 370), *frames("main"))
+    busy = [frames("tokenize", "main"), frames("lookup", "tokenize", "main")]
+    v = diagnose(collection({0: [reduce] * 2, 1: busy, 2: [recv] * 2, 3: [recv] * 2}, dims=dims, world=4))
+    assert v.suspects[0].ranks == [1] and v.suspects[0].confidence == "high"
+    assert [c.ranks for c in v.causes] == [[1]] and v.causes[0].waiting == [0, 2, 3]
+    assert all(s.confidence == "low" for s in v.suspects[1:])
+    edges = {(tuple(v.graph.nodes[e.waiter].ranks), tuple(e.ranks), e.strength) for e in v.graph.edges}
+    assert {((2, 3), (0,), "semantic"), ((2, 3), (1,), "semantic"), ((0,), (1,), "semantic")} <= edges
 
 
 def test_no_collective_at_all_makes_minorities_suspects():
