@@ -2,6 +2,25 @@
 torch.distributed.pipelining, and shape cases from public threads (vLLM, SGLang, Megatron, verl/OpenRLHF,
 torchtitan), each hung the way a public thread reports (see each case.json's source and thread)."""
 
+import socket
+from pathlib import Path
+
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+from tests.support import PYTHON
+
+
+def _free_port() -> str:
+    """`accelerate launch` has no standalone rendezvous: give it a port nobody holds now (its default is 29500)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
 
 register(LiveCase("fcb_lightning_log_dir", torchrun(3, "fcb_lightning_log_dir.py"), ranks=3, settle=2.0))
+# `accelerate launch --multi_gpu` on a machine without GPUs: the launcher runs torch's elastic agent in its own
+# process (multi_gpu_launcher -> torch.distributed.run), and the ranks' Accelerator(cpu=True) uses gloo.
+register(LiveCase("fcb_accel_main_first_pool",
+                  (str(Path(PYTHON).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "3",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "--main_process_port", _free_port(), "{fixtures}/fcb_accel_main_first_pool.py"),
+                  ranks=3, settle=2.0))
