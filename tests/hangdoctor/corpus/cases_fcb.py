@@ -24,3 +24,4 @@ register(LiveCase("fcb_accel_main_first_pool",
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                    "--main_process_port", _free_port(), "{fixtures}/fcb_accel_main_first_pool.py"),
                   ranks=3, settle=2.0))
+register(LiveCase("fcb_pipe_eval_last_stage", torchrun(4, "fcb_pipe_eval_last_stage.py"), ranks=4, settle=2.0))
