@@ -25,3 +25,20 @@ register(LiveCase("fcb_accel_main_first_pool",
                    "--main_process_port", _free_port(), "{fixtures}/fcb_accel_main_first_pool.py"),
                   ranks=3, settle=2.0))
 register(LiveCase("fcb_pipe_eval_last_stage", torchrun(4, "fcb_pipe_eval_last_stage.py"), ranks=4, settle=2.0))
+
+
+# Shape cases (fixtures/corpus/shapes/fcb_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, nodes, shape_env  # noqa: E402
+
+# torchtitan (spring 2024) on 2 nodes x 4 GPUs with profiling on: at the profiler step the second node's ranks never
+# finish writing their traces to the mounted storage (pytorch/torchtitan#266).
+register(LiveCase(
+    "fcb_torchtitan_profiler_dump",
+    nodes("fcb_torchtitan_profiler_dump", ["titan-node-1", "titan-node-2"],
+          f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nnodes 2 --nproc_per_node 4 "
+          "--node_rank {node_rank} --rdzv_id 101 --rdzv_backend c10d --rdzv_endpoint titan-node-1:29500 "
+          "./train.py --job.config_file ./train_configs/llama2_13b.toml"),
+    ranks=8, shape=True, settle=2.0, env=shape_env("fcb_torchtitan_profiler_dump", str(LAUNCHERS)),
+))
