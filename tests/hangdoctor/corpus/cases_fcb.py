@@ -30,7 +30,7 @@ register(LiveCase("fcb_pipe_eval_last_stage", torchrun(4, "fcb_pipe_eval_last_st
 # Shape cases (fixtures/corpus/shapes/fcb_*; see cases_shapes.py for the mechanism).
 import shlex  # noqa: E402
 
-from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, nodes, shape_env  # noqa: E402
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, nodes, shape_env  # noqa: E402
 
 # torchtitan (spring 2024) on 2 nodes x 4 GPUs with profiling on: at the profiler step the second node's ranks never
 # finish writing their traces to the mounted storage (pytorch/torchtitan#266).
@@ -41,4 +41,12 @@ register(LiveCase(
           "--node_rank {node_rank} --rdzv_id 101 --rdzv_backend c10d --rdzv_endpoint titan-node-1:29500 "
           "./train.py --job.config_file ./train_configs/llama2_13b.toml"),
     ranks=8, shape=True, settle=2.0, env=shape_env("fcb_torchtitan_profiler_dump", str(LAUNCHERS)),
+))
+
+# vLLM 0.4.3 offline inference, TP=4 on Ray workers: TP worker 2 raises in its forward pass and leaves the execution
+# loop; the driver waits on the GPU, workers 1 and 3 for the next step's broadcast (vllm-project/vllm#3455).
+register(LiveCase(
+    "fcb_vllm_ray_worker_error",
+    in_tree("fcb_vllm_ray_worker_error", f"{shlex.quote(PYTHON)} offline_inference.py"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcb_vllm_ray_worker_error"),
 ))
