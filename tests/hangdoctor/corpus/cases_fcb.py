@@ -50,3 +50,18 @@ register(LiveCase(
     in_tree("fcb_vllm_ray_worker_error", f"{shlex.quote(PYTHON)} offline_inference.py"),
     ranks=4, shape=True, settle=2.0, env=shape_env("fcb_vllm_ray_worker_error"),
 ))
+
+# verl (spring 2026, FSDP) GRPO with use_dynamic_bsz on 4 GPUs: rank 2 gets 4 micro-batches, the others 5, because
+# dp_actor passes no dp_group to prepare_dynamic_batch (verl-project/verl#6176).
+VERL_ARGS = ("algorithm.adv_estimator=grpo data.train_files=/data/gsm8k/train.parquet "
+             "data.val_files=/data/gsm8k/test.parquet data.train_batch_size=32 data.max_prompt_length=512 "
+             "data.max_response_length=1024 actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct "
+             "actor_rollout_ref.actor.strategy=fsdp actor_rollout_ref.actor.ppo_mini_batch_size=32 "
+             "actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000 "
+             "actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 trainer.n_gpus_per_node=4 "
+             "trainer.nnodes=1 trainer.total_epochs=1")
+register(LiveCase(
+    "fcb_verl_dynamic_bsz",
+    in_tree("fcb_verl_dynamic_bsz", f"{shlex.quote(PYTHON)} -m verl.trainer.main_ppo {VERL_ARGS}"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcb_verl_dynamic_bsz"),
+))
