@@ -183,6 +183,10 @@ RULES: tuple[WaitRule, ...] = (
       "Stream.wait_event|Stream.wait_stream|Event.elapsed_time|Event.query", op="synchronize",
       says="waiting for the GPU"),
     # ---- locks, data, sleep, I/O ---------------------------------------------------------------------------
+    R("io", "torch profiler", "torch/autograd/profiler.py", "export_chrome_trace|export_stacks|.*export_chrome_trace",
+      op="profiler export", says="writing the profiler's trace file: a slow or hung file system"),
+    R("io", "torch profiler", "torch/profiler/profiler.py", ".*export_chrome_trace|.*export_stacks|"
+      ".*export_memory_timeline", op="profiler export", says="writing the profiler's trace file"),
     R("lock", "torch", "torch/utils/file_baton.py", "wait|FileBaton.wait", op="FileBaton",
       says="a lock file (torch.utils.file_baton): another process holds it, or a stale one was left behind"),
     R("lock", "filelock", "filelock/", "acquire|_acquire|__enter__", op="file lock", says="a file lock"),
@@ -224,6 +228,8 @@ RULES: tuple[WaitRule, ...] = (
       "Connection.recv|Connection.poll|Popen.wait|Popen.poll|BaseProcess.join|put|_send", op="multiprocessing",
       says="another process (a pipe, queue or join)", **GENERIC),
     R("io", "python", "selectors.py", "select|EpollSelector.select|PollSelector.select", op="select", **GENERIC),
+    R("io", "ray", "ray/_private/worker.py", "main_loop|Worker.main_loop", op="Ray task loop",
+      says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)"),
     R("io", "pyzmq", "zmq/", "poll|Poller.poll|recv.*|Socket.recv.*|send.*|Socket.send.*|select", op="zmq",
       says="a ZeroMQ socket", **GENERIC),
     R("io", "python", "socket.py", "readinto|recv.*|accept|SocketIO.readinto|create_connection", op="socket",
@@ -252,6 +258,13 @@ RULES: tuple[WaitRule, ...] = (
     R("launcher", "sglang", "entrypoints/http_server.py", "launch_server", op="SGLang server", role="process"),
     R("launcher", "python", "uvicorn/", "Server.run|Server.serve|run", op="HTTP server front end", role="process"),
     R("worker", "sglang", "managers/detokenizer_manager.py", ".*", op="SGLang detokenizer", role="process"),
+    # a Ray driver or controller actor blocked in ray.get waits for its actors' results: not a rank (verl's
+    # main_ppo and TaskRunner, OpenRLHF's trainer); an actor with no task idles in main_loop (a wait row below)
+    R("launcher", "ray", "ray/_private/worker.py", "get|Worker.get_objects|get_objects|wait", op="Ray driver (ray.get)",
+      role="process"),
+    R("worker", "python", "multiprocessing/pool.py", "worker", op="multiprocessing pool worker", role="process"),
+    R("worker", "python", "concurrent/futures/process.py", "_process_worker", op="process pool worker",
+      role="process"),
     R("worker", "python", "multiprocessing/resource_tracker.py", "main", op="multiprocessing resource tracker",
       role="process"),
     R("worker", "python", "multiprocessing/semaphore_tracker.py", "main", op="multiprocessing semaphore tracker",
@@ -288,6 +301,9 @@ RULES: tuple[WaitRule, ...] = (
       r"__GI___futex.*|___pthread_cond_.*", native=True, op="wait", says="blocked on a lock or condition", **GENERIC),
     R("io", "libc", "", r"(__)?(libc_)?(recv|recvfrom|recvmsg|read|poll|ppoll|epoll_wait|select|pselect|accept|"
       r"connect|waitpid|wait4)(64)?", native=True, op="io", says="waiting on a file, socket or child", **GENERIC),
+    R("io", "libc", "", r"(__)?(libc_)?(open|openat|creat|write|pwrite|writev|fsync|fdatasync|sync_file_range|close|"
+      r"stat|fstat|lstat|statx|fstatat|__xstat|__fxstat|unlink|rename|mkdir|ftruncate|fallocate)(64)?", native=True,
+      op="file I/O", says="a file system call: a slow or hung file system (a network mount)", **GENERIC),
 )
 
 # Source text of a frame's line, when known (the collector reads it on the node): what a C call on that line is.
@@ -298,6 +314,10 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
      "a synchronising call: waits for the GPU when the tensor is on it"),
     ("ddp-reducer", r"\.backward\(", "backward", "backward: DDP's gradient all_reduce runs inside it"),
     ("sleep", r"\btime\.sleep\(|\bsleep\(", "sleep", "sleeping"),
+    ("device-sync", r"^\s*(if|elif|while|assert)\b.*\btorch\.(isfinite|isnan|isinf|any|all|equal)\(", "synchronize",
+     "a tensor's value read by Python (a condition): waits for the GPU when the tensor is on it"),
+    ("io", r"(^|[=\s(])open\(|\.write\(|\.flush\(|os\.fsync\(|torch\.save\(|json\.dump\(|\.to_csv\(|"
+     r"\.savez?\(|shutil\.(copy|move)", "file I/O", "writing or opening a file: a slow or hung file system"),
     ("lock", r"\.(acquire|join)\(", "thread wait", "a lock or a join"),
     ("lock", r"(?i)^\s*(async\s+)?with\b[^#]*(lock|mutex|semaphore|cond\b|condition\b)\w*[^#]*:", "thread wait",
      "a lock taken by a with statement"),

@@ -106,10 +106,9 @@ def build_graph(places: list[Place], silent: dict[str, list[int]], dims: Paralle
     for node in nodes:
         if node.state == COMMUNICATING:
             edges += _comm_edges(node, nodes, node_of, dims, source, gpu_job)
-        elif node.state == DEVICE:
-            edges += [Edge(node.id, other.id, other.ranks, "possible",
-                           "it waits on its GPU, perhaps for an asynchronous collective these ranks have not issued")
-                      for other in nodes if other.state == COMMUNICATING]
+    for node in nodes:  # after the calls' edges: a GPU wait is read against who waits for it
+        if node.state == DEVICE:
+            edges += _device_edges(node, nodes, edges)
         elif node.state == OUTSIDE:
             edges += [Edge(node.id, other.id, other.ranks, "assumed",
                            "it is idle outside any wait we know: perhaps blocked in a call we cannot see (a work "
@@ -132,6 +131,25 @@ def _by_elimination(edges: list[Edge], nodes: list[Node]) -> list[Edge]:
                 e.waiter == found[0].waiter and e.strength not in ("assumed", "possible") for e in edges)}
     return [Edge(e.waiter, e.target, e.ranks, "semantic", "the only other ranks its call can be waiting for")
             if id(e) in sure else e for e in edges]
+
+
+def _device_edges(node: Node, nodes: list[Node], edges: list[Edge]) -> list[Edge]:
+    """A rank waiting on its GPU waits for the asynchronous collectives it issued, which need every member to
+    issue them too: a rank that is out of the job's calls (idle in a task loop, a local wait, gone) is the likely
+    one; a rank inside a call that does not wait for this one may not have issued it yet. Ranks that wait for this
+    one are past that point."""
+    waiting_for_it = {e.waiter for e in edges if e.target == node.id}
+    found = []
+    for other in nodes:
+        if other.id == node.id or other.id in waiting_for_it:
+            continue
+        if other.state in (LOCAL, SILENT):
+            found.append(Edge(node.id, other.id, other.ranks, "assumed", "it waits on its GPU, likely for an "
+                              "asynchronous collective that these ranks, out of the job's calls, never issued"))
+        elif other.state == COMMUNICATING:
+            found.append(Edge(node.id, other.id, other.ranks, "possible", "it waits on its GPU, perhaps for an "
+                              "asynchronous collective these ranks have not issued"))
+    return found
 
 
 def _unseen(edge: Edge, nodes: list[Node]) -> Edge:
