@@ -175,6 +175,7 @@ class Collection:
     whole_job: bool = True  # False when the user picked processes (--pid): absent ranks are not "missing"
     set_aside: list[SetAside] = field(default_factory=list)  # launchers and workers, never counted as ranks
     source_lines: dict[tuple[str, int], str] = field(default_factory=dict)  # (file, line) -> text, read on the node
+    source_blocks: dict[tuple[str, int], dict] = field(default_factory=dict)  # (file, line) -> loops, conditions
     native: bool = False  # native frames were asked for (--native) or are in the dumps
     partial: list[str] = field(default_factory=list)  # why the input is incomplete (a dump cut off, ...)
     flight_recorder: list = field(default_factory=list)  # formats.flight_recorder.FrDump, one per rank that had one

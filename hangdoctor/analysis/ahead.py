@@ -7,9 +7,9 @@ waits in the call it skipped. The stacks are compared at their divergence point:
 
 With the source's structure of that function (`blocks`: the loops and conditionals around each line, read by
 the collector on the node), two refinements: a line after a loop is ahead of a line inside it (the rank left the
-loop early), and when only one of the two calls sits under a condition (`if step % log_every == 0:`), that is
-the call one side skipped: the other side went round the loop into the next iteration and is ahead even at an
-earlier line. Without the source the answer is less sure, and says so.
+loop early), and when only one of the two calls sits under a condition inside the loop they share (`if rank ==
+0: save()`), the rank in that branch took a path the others did not: it is the one off the common path, whatever
+the lines' order. Without the source the answer is less sure, and says so.
 """
 
 from __future__ import annotations
@@ -67,8 +67,7 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None) -> Order | None:
         cond_a = [c for c in map(tuple, known_a.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
         cond_b = [c for c in map(tuple, known_b.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
         if bool(cond_a) != bool(cond_b):
-            skipped, ahead = (la, 1) if cond_a else (lb, 0)
-            return Order(ahead, fa, (la, lb), True, f"line {skipped} of {where} is under a condition inside the loop "
-                         f"(lines {loop[0]}-{loop[1]}): the other side skipped it and went round into the next "
-                         f"iteration")
+            off, branch = (0, la) if cond_a else (1, lb)
+            return Order(off, fa, (la, lb), True, f"line {branch} of {where} is in a branch of an if inside the loop "
+                         f"(lines {loop[0]}-{loop[1]}) that the others did not take")
     return Order(later, fa, (la, lb), True, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")

@@ -39,6 +39,7 @@ class CallRow:
     phase: int = 0  # order within the schedule's step, 1 first; 0 none
     says: str = ""  # the phase in words, e.g. "the forward receive of activations"
     source: str = ""  # regular expression over the frame's source line; "" matches any (or unknown) line
+    by_line: bool = False  # the function holds several phases: its line tells them apart (a place each)
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
     _source: re.Pattern | None = field(init=False, repr=False, compare=False)
 
@@ -86,11 +87,11 @@ ROWS: tuple[CallRow, ...] = (
     CallRow("deepspeed zero", "deepspeed/runtime/zero/", ".*", "group:dp", 0, "ZeRO's data-parallel collective"),
     # torch.distributed.pipelining: the schedules wait on batched P2P work; the line tells forward from backward
     CallRow("torch pipelining", PIPELINING + "schedules.py", ".*_step_microbatches|.*step", "prev-stage", 1,
-            "the forward receive of activations", source=r"fwd_recv|get_fwd_recv|recv_fwd"),
+            "the forward receive of activations", source=r"fwd_recv|get_fwd_recv|recv_fwd", by_line=True),
     CallRow("torch pipelining", PIPELINING + "schedules.py", ".*_step_microbatches|.*step", "next-stage", 2,
-            "the backward receive of gradients", source=r"bwd_recv|get_bwd_recv|recv_bwd"),
+            "the backward receive of gradients", source=r"bwd_recv|get_bwd_recv|recv_bwd", by_line=True),
     CallRow("torch pipelining", PIPELINING + "schedules.py", ".*_step_microbatches", "neighbour-stage", 0,
-            "a pipeline-schedule exchange with a neighbour stage"),
+            "a pipeline-schedule exchange with a neighbour stage", by_line=True),
     CallRow("torch pipelining", PIPELINING + "stage.py", ".*_shape_inference|.*_prepare_forward_infra",
             "prev-stage", 1, "the shape inference exchange"),
     # Megatron-LM (megatron/core/pipeline_parallel/): p2p_communication's calls name their direction
@@ -115,6 +116,15 @@ class CallMeaning:
 
     row: CallRow
     frame_index: int  # in the rank's stack (innermost first)
+
+
+def phase_of(frames, start: int, source: dict | None) -> str:
+    """"_step_microbatches:938" when the frame whose row gives the wait its meaning holds several phases."""
+    found = meaning(frames, start, source)
+    if found is None or not found.row.by_line:
+        return ""
+    frame = frames[found.frame_index]
+    return f"{frame.name.rsplit('.', 1)[-1]}:{frame.line}"
 
 
 def meaning(frames, start: int, source: dict | None, rows: tuple[CallRow, ...] = ROWS) -> CallMeaning | None:

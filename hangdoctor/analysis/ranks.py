@@ -58,6 +58,7 @@ class RankView:
     truncated: bool = False  # its dump was cut off
     helper: tuple[str, Wait] | None = None  # (thread name, wait) of another thread that communicates for the main
     # one: backward's autograd thread in a ZeRO/FSDP all-gather while the main thread sits in backward
+    phase: str = ""  # the schedule's phase, where one function holds several (call_semantics.py): "fn:line"
 
     @property
     def rank(self) -> int:
@@ -88,7 +89,7 @@ class RankView:
     def position(self) -> str:
         """Where the rank is, coarsely enough that peers in the same call share it."""
         if self.wait is not None:
-            return self.wait.label
+            return f"{self.wait.label} in {self.phase}" if self.phase else self.wait.label
         frame = innermost_python(self.stack)
         return f"outside any collective, in {frame.name} ({frame.file})" if frame else "no stack"
 

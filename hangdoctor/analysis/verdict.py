@@ -12,6 +12,7 @@ from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.roles import assign_roles
 from hangdoctor.analysis.sequence import GroupSequence, join, merge_alike, statement, suspects_from
+from hangdoctor.analysis.call_semantics import phase_of
 from hangdoctor.analysis.causes import Cause, read_causes
 from hangdoctor.analysis.suspects import Suspect, apply_causes, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
@@ -62,6 +63,14 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     table = table or default_table()
     waits: dict = {}
     views = {record.rank: view_rank(record, table, waits, collection.source_lines) for record in collection.records}
+    phases: dict[int, str] = {}
+    for view in views.values():  # a schedule's phases are places of their own (a forward and a backward recv)
+        if view.wait is not None and view.wait.communicates:
+            key = id(view.stack)
+            if key not in phases:
+                start = view.stack.index(view.wait.call) if view.wait.call in view.stack else 0
+                phases[key] = phase_of(view.stack, start, collection.source_lines)
+            view.phase = phases[key]
     whole = collection.whole_job and collection.world_size
     fr_ranks = sorted(d.rank for d in collection.flight_recorder)
     fr_only = bool(fr_ranks) and not views  # Flight Recorder dumps alone: who is missing is who has no dump
@@ -79,7 +88,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     silent_ranks = {status: ranks for status, ranks in unresponsive.items() if status != PTRACE_DENIED}
     if missing:
         silent_ranks["missing"] = missing
-    graph = build_graph(places, silent_ranks, dims, collection.source_lines)
+    graph = build_graph(places, silent_ranks, dims, collection.source_lines, collection.source_blocks)
     causes = read_causes(graph)
     suspects = apply_causes(suspects, causes, graph, dims)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []

@@ -28,7 +28,8 @@ class NodeDocument:
     skipped: list[str] = field(default_factory=list)  # processes set aside (launchers, helpers), one line each
     errors: list[str] = field(default_factory=list)
     fatal: str | None = None  # PYSPY_MISSING: nothing could be sampled on this node
-    source_lines: dict | None = None  # the source line of each innermost frame (source.py)
+    source_lines: dict | None = None  # the source line of each Python frame, innermost ones first (source.py)
+    source_blocks: dict | None = None  # the loops and conditions around each frame's line (source.py)
     hostname: str = field(default_factory=lambda: os.uname().nodename)
     collector_pid: int = field(default_factory=os.getpid)
     python: str = sys.version.split()[0]

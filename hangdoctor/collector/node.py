@@ -144,7 +144,8 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
             next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
     if options.fr_dir:  # dump files the ranks wrote on this node (TORCH_FR_DUMP_TEMP_FILE's folder)
         _read_fr_dir(doc, infos, options.fr_dir)
-    doc.source_lines = source.innermost_lines(infos)
+    doc.source_lines = source.frame_lines(infos)
+    doc.source_blocks = source.frame_blocks(infos)
     doc.finished = time.time()
     wire = doc.to_wire()
     return compact.merge(compact.factor(compact.drop_addresses(wire) if options.locals else wire))

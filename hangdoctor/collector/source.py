@@ -1,8 +1,10 @@
-"""The source text of the line each thread stands on, read on the node where the files are. Stdlib only.
+"""The source around the lines each thread stands on, read on the node where the files are. Stdlib only.
 
 py-spy names a Python frame and its line, but not what the line calls: a rank blocked in `handle.wait()`,
 `loss.item()` or `time.sleep(5)` (C functions, no Python frame of their own) shows only its caller's line.
-That line's text tells the wait apart; the analysis reads it through the wait table's source rules.
+That line's text tells the wait apart; the analysis reads it through the wait table's source rules. The lines
+of the outer frames say a schedule's phase (`desc="fwd_recv"`), and the loops and `if` branches around them say
+which of two ranks is further along (`frame_blocks`).
 """
 
 from __future__ import annotations
@@ -28,3 +30,84 @@ def innermost_lines(infos: list) -> dict:
                     if text:
                         lines[key] = text[:200]
     return lines
+
+
+MAX_LINES = 4000  # source lines sent per node: every Python frame of every main thread, at most this many
+BLOCKS_BUDGET_S = 0.5  # seconds spent parsing files for their loops and conditions, outermost frames first
+
+
+def frame_lines(infos: list) -> dict:
+    """{"short_file:line": text} for every Python frame of every sample's threads, innermost frames first (they
+    name the wait), then outwards (a schedule's line says its phase), up to MAX_LINES."""
+    lines = innermost_lines(infos)
+    for frame in _frames(infos, outermost_first=False):
+        if len(lines) >= MAX_LINES:
+            break
+        key = f"{frame.get('short_filename') or frame.get('filename')}:{frame.get('line')}"
+        if key not in lines:
+            text = linecache.getline(str(frame["filename"]), int(frame.get("line") or 0)).strip()
+            if text:
+                lines[key] = text[:200]
+    return lines
+
+
+def frame_blocks(infos: list) -> dict:
+    """{"short_file:line": {"loops": [[first, last], ...], "conditions": [[first, last], ...]}}: the loops and
+    the branches of `if` statements that enclose each line of a Python frame (innermost last), so that the
+    analysis can tell which of two ranks is further along (analysis/ahead.py). Files are parsed once each, from
+    the outermost frames in (training loops live there), within BLOCKS_BUDGET_S; unreadable files are left out."""
+    import ast
+    import time
+
+    started = time.monotonic()
+    parsed: dict[str, list | None] = {}
+    blocks: dict = {}
+    for frame in _frames(infos, outermost_first=True):
+        path, line = str(frame["filename"]), int(frame.get("line") or 0)
+        key = f"{frame.get('short_filename') or path}:{line}"
+        if key in blocks or line <= 0:
+            continue
+        if path not in parsed:
+            if time.monotonic() - started > BLOCKS_BUDGET_S:
+                break
+            parsed[path] = _ranges(path, ast)
+        ranges = parsed[path]
+        if ranges is None:
+            continue
+        blocks[key] = {kind: sorted([first, last] for k, first, last in ranges if k == kind and first <= line <= last)
+                       for kind in ("loops", "conditions")}
+    return blocks
+
+
+def _ranges(path: str, ast) -> list | None:
+    """Every loop's lines and every branch of every if statement in a file, as (kind, first, last)."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            found.append(("loops", node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.If):
+            for branch in (node.body, node.orelse):
+                if branch:
+                    found.append(("conditions", branch[0].lineno, branch[-1].end_lineno or branch[-1].lineno))
+    return found
+
+
+def _frames(infos: list, *, outermost_first: bool):
+    """The Python frames (py-spy JSON, with absolute file names) of every thread of every sample, once each."""
+    seen = set()
+    for info in infos:
+        for sample in info.get("samples", []):
+            for thread in sample.get("pyspy_json") or []:
+                frames = thread.get("frames") if isinstance(thread, dict) else None
+                frames = [f for f in frames or [] if isinstance(f, dict) and not f.get("module")
+                          and str(f.get("filename", "")).endswith(".py")]
+                for frame in reversed(frames) if outermost_first else frames:
+                    key = (frame.get("filename"), frame.get("line"))
+                    if key not in seen:
+                        seen.add(key)
+                        yield frame

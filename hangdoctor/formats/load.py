@@ -70,6 +70,7 @@ class Extras:
     notes: list[str] = field(default_factory=list)  # what a reader left out or guessed
     partial: list[str] = field(default_factory=list)  # why the input is incomplete (a dump cut off)
     source_lines: dict = field(default_factory=dict)  # (file, line) -> text, read by collectors
+    source_blocks: dict = field(default_factory=dict)  # (file, line) -> the loops and conditions around it
     native: bool = False  # a collector was asked for native frames
     flight_recorder: list = field(default_factory=list)  # FrDump per rank
 
@@ -99,6 +100,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
             try:
                 report, found = read_node_doc(data, node_from_filename(path))
                 extras.source_lines.update(source_lines_of([data]))
+                extras.source_blocks.update(source_blocks_of([data]))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise InputError(f"{path}: damaged hangdoctor node file ({exc})") from None
             extras.native = extras.native or bool((data.get("options") or {}).get("native"))
@@ -194,7 +196,8 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
                      samples: int = 1, interval: float = 0.0, warnings: list[str] | None = None,
                      table: WaitTable | None = None, partial: list[str] | None = None,
                      source_lines: dict | None = None, native: bool = False,
-                     flight_recorder: list | None = None, errors: list[str] | None = None) -> Collection:
+                     flight_recorder: list | None = None, errors: list[str] | None = None,
+                     source_blocks: dict | None = None) -> Collection:
     """Set launchers and workers aside, merge samples of the same process, settle identities (ranks,
     coordinates) once, and wrap everything analysis needs."""
     notes = list(warnings or [])
@@ -224,7 +227,7 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
     return Collection(records=records, dims=dims, dims_source=dims_source, world_size=world, nodes=reports,
                       source=source, samples=samples, interval=interval, warnings=notes, set_aside=aside,
                       source_lines=dict(source_lines or {}), native=native, partial=list(partial or []),
-                      flight_recorder=fr, errors=list(errors or []))
+                      flight_recorder=fr, errors=list(errors or []), source_blocks=dict(source_blocks or {}))
 
 
 def _one_per_rank(dumps: list, notes: list[str]) -> list:
@@ -280,7 +283,8 @@ def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None 
     what = f"{total} file{'s' if total != 1 else ''}"
     return build_collection(merge_same_host(reports), found, flags, source=what, warnings=extras.notes, table=table,
                             partial=extras.partial, source_lines=extras.source_lines, native=extras.native,
-                            flight_recorder=extras.flight_recorder, errors=errors)
+                            flight_recorder=extras.flight_recorder, errors=errors,
+                            source_blocks=extras.source_blocks)
 
 
 def _starts_with(path: Path, prefix: bytes) -> bool:
@@ -302,6 +306,21 @@ def source_lines_of(docs: list[dict]) -> dict:
     return lines
 
 
+def source_blocks_of(docs: list[dict]) -> dict:
+    """The loops and conditions collectors read around each frame's line: {(short file, line): {"loops": [[first,
+    last], ...], "conditions": [...]}}; malformed entries are left out."""
+    blocks = {}
+    for doc in docs:
+        found = doc.get("source_blocks")
+        for key, value in (found.items() if isinstance(found, dict) else ()):
+            file, _, line = str(key).rpartition(":")
+            if file and line.isdigit() and isinstance(value, dict):
+                blocks[(file, int(line))] = {kind: [r for r in value.get(kind) or [] if isinstance(r, list)
+                                                    and len(r) == 2 and all(isinstance(x, int) for x in r)]
+                                             for kind in ("loops", "conditions")}
+    return blocks
+
+
 def collection_from_docs(docs: list[dict], flags: TopologyFlags, *, source: str, samples: int, interval: float,
                          warnings: list[str] | None = None, failed_nodes: list[NodeReport] | None = None,
                          table: WaitTable | None = None,
@@ -314,5 +333,6 @@ def collection_from_docs(docs: list[dict], flags: TopologyFlags, *, source: str,
         found += node_found
     return build_collection(reports, found, flags, source=source, samples=samples, interval=interval,
                             warnings=warnings, table=table, source_lines=source_lines_of(docs),
+                            source_blocks=source_blocks_of(docs),
                             native=any((d.get("options") or {}).get("native") for d in docs),
                             flight_recorder=flight_recorder[0], errors=flight_recorder[1])

@@ -225,3 +225,27 @@ def test_unknown_ranks_are_blamed_with_medium_confidence_only_when_no_gpu_is_in_
     v = diagnose(cpu_only)
     assert (v.suspects[0].ranks, v.suspects[0].kind, v.suspects[0].confidence) == ([0], "outside", "medium")
     assert "no GPU is in use" in v.suspects[0].reason
+
+
+def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
+    # torch.distributed.pipelining's 1F1B: one function, _step_microbatches, waits on batched P2P work in both
+    # phases; the source line of each call (read by the collector) says which. Stage 0 waits for gradients from
+    # stage 1 (backward) while stage 1 waits for activations from stage 0 (forward): two places, never "every rank
+    # in one call", and the graph reads the phases in their order.
+    schedules = "torch/distributed/pipelining/schedules.py"
+
+    def stack(line):
+        return (Frame("wait", "torch/distributed/distributed_c10d.py", 5), Frame("_wait_batch_p2p", schedules, 680),
+                Frame("Schedule1F1B._step_microbatches", schedules, line), *frames("train_step", "main"))
+
+    source = {(schedules, 1105): '_wait_batch_p2p(_batch_p2p(fwd_sends + bwd_recvs, desc="fwd_send_bwd_recv"))',
+              (schedules, 1067): '_wait_batch_p2p(_batch_p2p(fwd_recvs, desc="fwd_recv"))'}
+    c = collection({0: [stack(1105)] * 2, 1: [stack(1067)] * 2}, dims=ParallelDims(pp=2), world=2)
+    c.source_lines = source
+    v = diagnose(c)
+    assert sorted(p.position.rsplit(" in ", 1)[-1] for p in v.places) == ["_step_microbatches:1067",
+                                                                            "_step_microbatches:1105"]
+    assert not any("the collective itself is stuck" in h for h in v.hints)
+    nodes = {tuple(n.ranks): (n.schedule, n.phase) for n in v.graph.nodes}
+    assert nodes == {(0,): ("torch pipelining", 2), (1,): ("torch pipelining", 1)}
+    assert v.suspects[0].ranks == [1] and v.causes[0].rule == "schedule"

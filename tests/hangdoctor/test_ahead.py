@@ -1,0 +1,73 @@
+"""Which of two ranks left the common path (analysis/ahead.py), and the source structure the collector reads for
+it on the node (collector/source.py frame_blocks): real files parsed, made-up stacks."""
+
+from hangdoctor.analysis.ahead import compare, divergence
+from hangdoctor.collector.source import frame_blocks, frame_lines
+from hangdoctor.model import Frame
+
+PROGRAM = '''\
+def main(rank, steps):
+    for step in range(steps):
+        train_step(step)
+        if rank == 3:
+            evaluate()
+        log(step)
+    barrier()
+'''
+
+
+def stack(*lines):
+    """A stack innermost first: a call at each line of train.py's main, then <module>."""
+    return (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 10),
+            *(Frame("main", "train.py", line) for line in lines), Frame("<module>", "train.py", 9))
+
+
+def test_the_divergence_point_is_the_outermost_shared_function_at_different_lines():
+    a, b = stack(3), stack(7)
+    assert divergence(a, b) == (Frame("main", "train.py", 3), Frame("main", "train.py", 7))
+    other = (Frame("x", "other.py", 1), Frame("<module>", "elsewhere.py", 1))
+    assert divergence(a, other) is None
+
+
+def test_without_the_source_the_later_line_is_ahead_and_says_it_is_unsure():
+    order = compare(stack(3), stack(7))
+    assert order.ahead == 1 and not order.sure and "line 7" in order.why
+
+
+def blocks_of(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(PROGRAM)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "train.py", "line": line, "name": "main"}
+        for line in (3, 5, 6, 7)]}]}]}]
+    found = frame_blocks(infos)
+    return {("train.py", int(k.rsplit(":", 1)[1])): v for k, v in found.items()}, frame_lines(infos)
+
+
+def test_the_collector_reads_loops_and_branches_around_each_line(tmp_path):
+    blocks, lines = blocks_of(tmp_path)
+    assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": []}
+    assert blocks[("train.py", 5)] == {"loops": [[2, 6]], "conditions": [[5, 5]]}
+    assert blocks[("train.py", 7)] == {"loops": [], "conditions": []}
+    assert lines["train.py:5"] == "evaluate()" and lines["train.py:7"] == "barrier()"
+
+
+def test_a_rank_past_the_loop_is_ahead_of_one_inside_it(tmp_path):
+    blocks, _ = blocks_of(tmp_path)
+    order = compare(stack(3), stack(7), blocks)
+    assert order.ahead == 1 and order.sure and "after the loop" in order.why
+
+
+def test_the_rank_in_a_branch_the_others_did_not_take_is_off_the_path_whatever_the_line_order(tmp_path):
+    blocks, _ = blocks_of(tmp_path)
+    order = compare(stack(6), stack(5), blocks)  # line 6 comes later, but line 5 is inside `if rank == 3`
+    assert order.ahead == 1 and order.sure and "branch" in order.why
+
+
+def test_an_unreadable_or_broken_file_gives_no_blocks(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("def main(:\n")
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(broken), "short_filename": "broken.py", "line": 1},
+        {"filename": str(tmp_path / "gone.py"), "short_filename": "gone.py", "line": 1}]}]}]}]
+    assert frame_blocks(infos) == {}
