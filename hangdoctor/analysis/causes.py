@@ -175,16 +175,17 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         sure = "medium" if all(n.state == COMMUNICATING for n in smallest) else "low"
         if len(smallest) == 1 and smallest[0].state != COMMUNICATING:
             sure = _single(graph, smallest[0], "sink").confidence
-        elif len(smallest) > 1:  # several odd ones: the one furthest along, when the stacks say; else all, low
+        order = None
+        if len(smallest) > 1:  # several odd ones: the one furthest along, when the stacks say; else all, low
             found = _ahead_of_all(smallest, graph.blocks) if all(n.place is not None for n in smallest) else None
             if found is None:
                 sure = "low"
             else:
                 others += [n for n in smallest if n is not found[0]]
-                smallest = [found[0]]
+                smallest, order = [found[0]], found[1]
         reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {_verb(others, 'waits', 'wait')} "
                   f"in {_calls(others)} and for {_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
-                  f"{_doing(smallest)} instead")
+                  f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else ""))
         return [_cause(graph, smallest, sure, "odd-one-out", reason)]
     if all(n.state == COMMUNICATING for n in nodes):
         ahead = _ahead_of_all(nodes, graph.blocks)

@@ -23,11 +23,14 @@ GPU_HINT = ("to see where they really wait, rerun with CUDA_LAUNCH_BLOCKING=1 (c
 
 
 def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None, views: list[RankView],
-                    native: bool) -> list[str]:
+                   native: bool, decided: frozenset[int] = frozenset()) -> list[str]:
+    """decided: the ranks the wait-for graph names as out of step (causes.py); when they are exactly the ranks
+    out of step with the anchor, their suspect says who never entered what, and the hints do not repeat it."""
     hints = []
     waits = verb(anchor.ranks, "waits", "wait")
     stuck = [p for p in others if not p.moving]
-    if anchor.in_collective and stuck:
+    said = bool(decided) and decided == {r for p in stuck for r in p.ranks}
+    if anchor.in_collective and stuck and not said:
         ranks = sorted(r for p in stuck for r in p.ranks)
         detail = "; ".join(f"{who(p.ranks, dims)} {verb(p.ranks, 'waits', 'wait')} in {p.position}"
                            if p.wait is not None else f"{who(p.ranks, dims)} {verb(p.ranks, 'is', 'are')} {p.position}"
@@ -49,8 +52,8 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
     if not others and anchor.in_collective:
         hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, the collective "
                      f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks: {NCCL_HINT}")
-    elif anchor.in_collective and any(p.in_collective and undecided(p, anchor) and not peer_tie(p, anchor)
-                                      for p in stuck):
+    elif anchor.in_collective and not said and any(p.in_collective and undecided(p, anchor) and
+                                                      not peer_tie(p, anchor) for p in stuck):
         hints.append(f"the ranks wait in calls that do not match, and nothing in their stacks says which side is "
                      f"out of step: {SEQUENCE_HINT}")
     hints += _peer_hints(anchor, views, dims)

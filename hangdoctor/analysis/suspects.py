@@ -63,13 +63,15 @@ class Suspect:
 
 
 def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims | None, missing: list[int],
-                  *, native: bool = False, set_aside: list[SetAside] | None = None) -> tuple[list[Suspect], list[str]]:
-    """(suspects, hints): the most certain first."""
+                  *, native: bool = False, set_aside: list[SetAside] | None = None,
+                  decided: frozenset[int] = frozenset()) -> tuple[list[Suspect], list[str]]:
+    """(suspects, hints): the most certain first. decided: the ranks the wait-for graph names as out of step."""
     anchor = pick_anchor(places)
     others = [p for p in places if p is not anchor]
     waited_for = any(not p.moving for p in places)  # a straggler is one only if some rank waits for it
     suspects: list[Suspect] = [_judge(place, anchor, dims) for place in others if waited_for or not place.moving]
-    hints = mismatch_hints(anchor, others, dims, views, native) if anchor is not None else lone_hints(places, dims, native)
+    hints = (mismatch_hints(anchor, others, dims, views, native, decided) if anchor is not None
+             else lone_hints(places, dims, native))
     hints += worker_hints(places, set_aside or [], dims)
     silent_suspects, silent_hints = _silent(views, missing, dims, bool(places))
     suspects += silent_suspects
@@ -217,19 +219,10 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
         for node_id in cause.nodes:
             node = graph.nodes[node_id]
             suspect = by_ranks.get(tuple(node.ranks))
-            text = cause.reason if len(cause.nodes) > 1 or cause.rule != "sink" else ""
-            waited = _waited_words(cause, dims)
             if suspect is None:
-                suspect = Suspect(node.ranks, where(node.ranks, dims), f"{node.label}", _kind_of(node), "low", [])
+                suspect = Suspect(node.ranks, where(node.ranks, dims), node.label, _kind_of(node), "low", [])
             suspect.confidence = cause.confidence
-            if _unseen(node, graph):
-                asked = sorted({r for e in cause.edges for r in e.ranks})
-                suspect.confidence, waited = "low", ""
-                text = (f"no dump of them, so nobody looked; the others wait for "
-                        f"{who(asked, dims) if len(asked) < len(node.ranks) else 'them'}: dump those")
-            extra = "; ".join(part for part in (text, waited) if part)
-            if extra and extra not in suspect.reason:
-                suspect.reason = f"{suspect.reason}; {extra}"
+            suspect.reason = _cause_sentence(suspect, cause, node, graph, dims)
             suspect.evidence = [*suspect.evidence, *({"type": "wait-for", "text": describe(graph, e),
                                                       "strength": e.strength} for e in cause.edges[:4])]
             if id(suspect) not in done:
@@ -257,6 +250,7 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
 
         if waits and causes:
             suspect.confidence = "low"
+            suspect.reason = _settled(suspect.reason)
             onto = [e for e in waits if e.target in cause_nodes] or waits
             suspect.reason += (f"; {verb(suspect.ranks, 'it waits', 'they wait')} for "
                                f"{who(sorted({r for e in onto for r in e.ranks}), dims)} ({onto[0].evidence})")
@@ -265,6 +259,31 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
     ordered = first + rest  # causes first at each confidence; a stack rule's surer suspect before a doubtful cause
     unseen = {id(s) for s in ordered if s.kind == "unresponsive" and "no dump of them" in s.reason}
     return sorted(ordered, key=lambda s: (_CONFIDENCE[s.confidence], id(s) in unseen))
+
+
+def _cause_sentence(suspect: Suspect, cause: Cause, node: Node, graph: WaitGraph, dims: ParallelDims | None) -> str:
+    """One sentence per suspect: what it does (its stacks) or what it never entered (the graph's rule), then who
+    waits for it and by what evidence; said once, the hints do not repeat it."""
+    own = _settled(suspect.reason)
+    if _unseen(node, graph):
+        asked = sorted({r for e in cause.edges for r in e.ranks})
+        return (f"{own}; no dump of them, so nobody looked; the others wait for "
+                f"{who(asked, dims) if len(asked) < len(node.ranks) else 'them'}: dump those")
+    waited = _waited_words(cause, dims)
+    if cause.rule in ("sink", "evidence") or node.state != "communicating":  # what it does says it best
+        return "; ".join(part for part in (own, waited) if part)
+    return "; ".join(part for part in (cause.reason, waited if waited and waited not in cause.reason else "") if part)
+
+
+_UNDECIDED = ("; as many ranks on each side: the stacks alone cannot say which side is out of step",
+              "; sends and receives pair up across stages: this alone is no mismatch")
+
+
+def _settled(reason: str) -> str:
+    """A stack rule's reason without its "cannot say which side" clause: the graph has said."""
+    for clause in _UNDECIDED:
+        reason = reason.replace(clause, "")
+    return reason
 
 
 def _unseen(node: Node, graph: WaitGraph) -> bool:

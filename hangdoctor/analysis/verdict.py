@@ -83,13 +83,14 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
             unresponsive.setdefault(view.status, []).append(rank)
     places = build_places(list(views.values()), dims)
     classes = build_classes(list(views.values()), dims)
-    suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
-                                    set_aside=collection.set_aside)
     silent_ranks = {status: ranks for status, ranks in unresponsive.items() if status != PTRACE_DENIED}
     if missing:
         silent_ranks["missing"] = missing
     graph = build_graph(places, silent_ranks, dims, collection.source_lines, collection.source_blocks)
     causes = read_causes(graph)
+    decided = frozenset(r for c in causes if c.rule != "tie" and c.confidence != "low" for r in c.ranks)
+    suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
+                                    set_aside=collection.set_aside, decided=decided)
     suspects = apply_causes(suspects, causes, graph, dims)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:

@@ -289,9 +289,11 @@ def _edges_to(node: Node, targets: set[int], nodes: list[Node], node_of: dict[in
 
 
 def describe(graph: WaitGraph, edge: Edge) -> str:
-    waiter, target = graph.nodes[edge.waiter], graph.nodes[edge.target]
-    return (f"ranks {fold_ranks(waiter.ranks)} wait for ranks {fold_ranks(edge.ranks)} ({edge.strength}: "
-            f"{edge.evidence})")
+    """"ranks 0,2 wait for rank 3 (assumed: ...)"."""
+    waiting = graph.nodes[edge.waiter].ranks
+    one = len(waiting) == 1
+    return (f"rank{'' if one else 's'} {fold_ranks(waiting)} wait{'s' if one else ''} for rank"
+            f"{'' if len(edge.ranks) == 1 else 's'} {fold_ranks(edge.ranks)} ({edge.strength}: {edge.evidence})")
 
 
 __all__ = ["COMMUNICATING", "DEVICE", "Edge", "LOCAL", "MISSING", "Node", "OUTSIDE", "PROGRESSING", "RUNNING",

@@ -28,6 +28,23 @@ def ranks_dict(ranks: list[int]) -> dict:
     return {"count": len(ranks), "folded": fold_ranks(ranks), "ranks": list(ranks)}
 
 
+def graph_dict(verdict: Verdict) -> dict | None:
+    """The wait-for graph (analysis/waitgraph.py) and the causes read off it (analysis/causes.py)."""
+    graph = verdict.graph
+    if graph is None:
+        return None
+    return {
+        "nodes": [{"id": n.id, "state": n.state, "where": n.label, "status": n.status or None,
+                   "waits_for": n.peers or None, "schedule": n.schedule or None, "phase": n.phase or None,
+                   "phase_says": n.phase_says or None, **ranks_dict(n.ranks)} for n in graph.nodes],
+        "edges": [{"from": e.waiter, "to": e.target, "strength": e.strength, "evidence": e.evidence,
+                   **ranks_dict(e.ranks)} for e in graph.edges],
+        "causes": [{"nodes": c.nodes, "confidence": c.confidence, "rule": c.rule, "reason": c.reason,
+                    "waiting": fold_ranks(c.waiting), "waiting_count": len(c.waiting), **ranks_dict(c.ranks)}
+                   for c in verdict.causes],
+    }
+
+
 def tree_nodes(root: TreeNode) -> list[dict]:
     """The merged tree as a flat list, parents before children (`parent` is an index; the root's is None).
 
@@ -106,5 +123,6 @@ def verdict_to_dict(verdict: Verdict) -> dict:
              "class": class_of.get(v.rank), "role": verdict.roles.get(v.rank), "error": v.error, "samples": v.samples, "answered": v.answered}
             for v in sorted(verdict.views.values(), key=lambda v: v.rank)
         ],
+        "wait_graph": graph_dict(verdict),
         "tree": tree_nodes(verdict.tree),
     })

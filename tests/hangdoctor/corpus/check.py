@@ -77,10 +77,10 @@ def problems(verdict: dict, expect: dict, code: int) -> list[str]:
             found.append(f"{key}: expected {expect[key]}, got {roles.count(role)}")
     if "hung" in expect and verdict.get("hung") != expect["hung"]:
         found.append(f"hung: expected {expect['hung']}, got {verdict.get('hung')}")
-    hints = verdict.get("hints", [])
+    said = verdict.get("hints", []) + [s["reason"] for s in suspects]  # each thing is said once, here or there
     for text in expect.get("hints", []):
-        if not any(text in hint for hint in hints):
-            found.append(f"no hint mentions {text!r}")
+        if not any(text in line for line in said):
+            found.append(f"neither a hint nor a suspect mentions {text!r}")
     for folded, peer in (expect.get("peers") or {}).items():
         for rank in unfold(folded):
             got = (by_rank.get(rank, {}).get("peer") or {}).get("rank")
