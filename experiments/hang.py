@@ -40,7 +40,12 @@ class HangVerdict:
 
 
 def summary_line(verdict: dict) -> str:
-    hints = verdict.get("hints") or []
+    """The headline, then the first suspect's sentence (ranks, confidence) or, with no suspect, the first hint."""
+    suspects, hints = verdict.get("suspects") or [], verdict.get("hints") or []
+    if suspects:
+        first = suspects[0]
+        return (f"{verdict.get('headline', 'no headline')}; ranks {first.get('folded')} [{first.get('confidence')}] "
+                f"{first.get('reason')}")
     return verdict.get("headline", "no headline") + (f"; {hints[0]}" if hints else "")
 
 

@@ -18,7 +18,7 @@ in different phases, the one in the earlier phase has gone on into the next step
 exchanges with the other), so it is the side that skipped the later phase (waitgraph.py). 0: no order known.
 `source`: a regular expression over the frame's source line (read on the node) that must also match: the same
 function waits for different peers on different lines (torch.distributed.pipelining's `_step_microbatches`).
-Users add rows like the wait table's (docs/wait-rules.md).
+Users add rows in their wait-rules files: a row with a "peers" field is one of these (docs/wait-rules.md).
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ class CallMeaning:
     frame_index: int  # in the rank's stack (innermost first)
 
 
-def phase_of(frames, start: int, source: dict | None) -> str:
+def phase_of(frames, start: int, source: dict | None, rows: tuple[CallRow, ...] = ROWS) -> str:
     """"_step_microbatches:938" when the frame whose row gives the wait its meaning holds several phases."""
-    found = meaning(frames, start, source)
+    found = meaning(frames, start, source, rows)
     if found is None or not found.row.by_line:
         return ""
     frame = frames[found.frame_index]

@@ -23,20 +23,25 @@ GPU_HINT = ("to see where they really wait, rerun with CUDA_LAUNCH_BLOCKING=1 (c
 
 
 def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None, views: list[RankView],
-                   native: bool, decided: frozenset[int] = frozenset()) -> list[str]:
+                   native: bool, decided: frozenset[int] = frozenset(),
+                   waited: set[int] | None = None) -> list[str]:
     """decided: the ranks the wait-for graph names as out of step (causes.py); when they are exactly the ranks
-    out of step with the anchor, their suspect says who never entered what, and the hints do not repeat it."""
+    out of step with the anchor, their suspect says who never entered what, and the hints do not repeat it.
+    waited: the ranks the anchor waits for, by the graph's edges; None when there is no graph."""
     hints = []
     waits = verb(anchor.ranks, "waits", "wait")
     stuck = [p for p in others if not p.moving]
     said = bool(decided) and decided == {r for p in stuck for r in p.ranks}
-    if anchor.in_collective and stuck and not said:
+    entered = [p for p in stuck if waited is None or set(p.ranks) & waited]  # "never entered": the anchor's peers
+    if anchor.in_collective and entered and not said:
+        stuck_before, stuck = stuck, entered
         ranks = sorted(r for p in stuck for r in p.ranks)
         detail = "; ".join(f"{who(p.ranks, dims)} {verb(p.ranks, 'waits', 'wait')} in {p.position}"
                            if p.wait is not None else f"{who(p.ranks, dims)} {verb(p.ranks, 'is', 'are')} {p.position}"
                            for p in stuck)
         hints.append(f"{who(anchor.ranks, dims)} {waits} in {anchor.position} that {who(ranks, dims)} never "
                      f"entered ({detail})")
+        stuck = stuck_before
     elif not anchor.in_collective and stuck:
         inside = [p for p in stuck if p.in_collective]
         if inside:

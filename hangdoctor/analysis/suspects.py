@@ -64,13 +64,19 @@ class Suspect:
 
 def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims | None, missing: list[int],
                   *, native: bool = False, set_aside: list[SetAside] | None = None,
-                  decided: frozenset[int] = frozenset()) -> tuple[list[Suspect], list[str]]:
-    """(suspects, hints): the most certain first. decided: the ranks the wait-for graph names as out of step."""
+                  decided: frozenset[int] = frozenset(), graph: WaitGraph | None = None
+                  ) -> tuple[list[Suspect], list[str]]:
+    """(suspects, hints): the most certain first. decided: the ranks the wait-for graph names as out of step;
+    graph: who waits for whom (the mismatch hint names only the ranks the anchor waits for)."""
     anchor = pick_anchor(places)
     others = [p for p in places if p is not anchor]
     waited_for = any(not p.moving for p in places)  # a straggler is one only if some rank waits for it
     suspects: list[Suspect] = [_judge(place, anchor, dims) for place in others if waited_for or not place.moving]
-    hints = (mismatch_hints(anchor, others, dims, views, native, decided) if anchor is not None
+    waited = None
+    if graph is not None and anchor is not None:
+        node = next((n for n in graph.nodes if n.place is anchor), None)
+        waited = {r for e in graph.out.get(node.id, []) if e.strength != "possible" for r in e.ranks} if node else None
+    hints = (mismatch_hints(anchor, others, dims, views, native, decided, waited) if anchor is not None
              else lone_hints(places, dims, native))
     hints += worker_hints(places, set_aside or [], dims)
     silent_suspects, silent_hints = _silent(views, missing, dims, bool(places))

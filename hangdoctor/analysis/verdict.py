@@ -69,7 +69,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
             key = id(view.stack)
             if key not in phases:
                 start = view.stack.index(view.wait.call) if view.wait.call in view.stack else 0
-                phases[key] = phase_of(view.stack, start, collection.source_lines)
+                phases[key] = phase_of(view.stack, start, collection.source_lines, table.call_rows)
             view.phase = phases[key]
     whole = collection.whole_job and collection.world_size
     fr_ranks = sorted(d.rank for d in collection.flight_recorder)
@@ -86,11 +86,12 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     silent_ranks = {status: ranks for status, ranks in unresponsive.items() if status != PTRACE_DENIED}
     if missing:
         silent_ranks["missing"] = missing
-    graph = build_graph(places, silent_ranks, dims, collection.source_lines, collection.source_blocks)
+    graph = build_graph(places, silent_ranks, dims, collection.source_lines, collection.source_blocks,
+                        table.call_rows)
     causes = read_causes(graph)
     decided = frozenset(r for c in causes if c.rule != "tie" and c.confidence != "low" for r in c.ranks)
     suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
-                                    set_aside=collection.set_aside, decided=decided)
+                                    set_aside=collection.set_aside, decided=decided, graph=graph)
     suspects = apply_causes(suspects, causes, graph, dims)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:

@@ -78,9 +78,7 @@ _ENV = "HANGDOCTOR_WAIT_RULES"
 _FIELDS = ("kind", "framework", "file", "function", "op", "native", "says", "sure", "role", "weight")
 
 
-def load_rules(path: Path) -> list[WaitRule]:
-    """A user's rows: a JSON list of objects with the WaitRule fields (kind, framework, file, function required).
-    Raises ValueError with the file and row named."""
+def _rows(path: Path) -> list:
     try:
         rows = json.loads(path.read_text())
     except OSError as exc:
@@ -89,10 +87,57 @@ def load_rules(path: Path) -> list[WaitRule]:
         raise ValueError(f"{path}: wait rules are not valid JSON ({exc})") from None
     if not isinstance(rows, list):
         raise ValueError(f"{path}: wait rules must be a JSON list of objects")
-    rules = []
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"{path}: row {index} is not an object")
+    return rows
+
+
+_CALL_FIELDS = ("schedule", "file", "function", "peers", "phase", "says", "source", "by_line")
+
+
+def load_call_rows(path: Path) -> list:
+    """A user's rows that say whom a call waits for (call_semantics.CallRow: the rows with a "peers" field).
+    Raises ValueError with the file and row named."""
+    from hangdoctor.analysis.call_semantics import CallRow
+
+    found = []
+    for index, row in enumerate(_rows(path)):
+        if "peers" not in row:
+            continue
+        unknown = set(row) - set(_CALL_FIELDS) - {"comment"}
+        if unknown:
+            raise ValueError(f"{path}: row {index} has unknown fields {sorted(unknown)} (a row with peers takes: "
+                             f"{', '.join(_CALL_FIELDS)})")
+        missing = [key for key in ("file", "function") if key not in row]
+        if missing:
+            raise ValueError(f"{path}: row {index} lacks {', '.join(missing)}")
+        try:
+            found.append(CallRow(**{"schedule": path.name, **{k: row[k] for k in _CALL_FIELDS if k in row}}))
+        except (TypeError, ValueError, re.error) as exc:
+            raise ValueError(f"{path}: row {index}: {exc}") from None
+    return found
+
+
+def active_call_rows(extra_files: list[Path] | None = None) -> tuple:
+    """The user's call rows (files given, then $HANGDOCTOR_WAIT_RULES) before the built-in ones."""
+    from hangdoctor.analysis.call_semantics import ROWS
+
+    files = list(extra_files or []) + [Path(p) for p in os.environ.get(_ENV, "").split(os.pathsep) if p]
+    user = []
+    for path in files:
+        user += load_call_rows(path)
+    return tuple(user) + ROWS
+
+
+def load_rules(path: Path) -> list[WaitRule]:
+    """A user's rows: a JSON list of objects with the WaitRule fields (kind, framework, file, function required);
+    rows with a "peers" field are call rows (load_call_rows). Raises ValueError with the file and row named."""
+    rows = _rows(path)
+    rules = []
+    for index, row in enumerate(rows):
+        if "peers" in row:
+            continue
         unknown = set(row) - set(_FIELDS) - {"comment"}
         if unknown:
             raise ValueError(f"{path}: row {index} has unknown fields {sorted(unknown)} (known: {', '.join(_FIELDS)})")

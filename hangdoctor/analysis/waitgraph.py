@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hangdoctor.analysis.call_semantics import CallMeaning, meaning
+from hangdoctor.analysis.call_semantics import ROWS, CallMeaning, meaning
 from hangdoctor.analysis.places import Place
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, UNKNOWN, RankView
 from hangdoctor.analysis.wait_rules import LOCAL_KINDS
@@ -89,7 +89,7 @@ def _node_state(place: Place) -> str:
 
 
 def build_graph(places: list[Place], silent: dict[str, list[int]], dims: ParallelDims | None,
-                source: dict | None = None, blocks: dict | None = None) -> WaitGraph:
+                source: dict | None = None, blocks: dict | None = None, rows: tuple | None = None) -> WaitGraph:
     """silent: status -> ranks that did not answer (missing ones under MISSING)."""
     nodes: list[Node] = []
     for place in places:
@@ -105,7 +105,7 @@ def build_graph(places: list[Place], silent: dict[str, list[int]], dims: Paralle
     edges: list[Edge] = []
     for node in nodes:
         if node.state == COMMUNICATING:
-            edges += _comm_edges(node, nodes, node_of, dims, source, gpu_job)
+            edges += _comm_edges(node, nodes, node_of, dims, source, gpu_job, rows or ROWS)
     for node in nodes:  # after the calls' edges: a GPU wait is read against who waits for it
         if node.state == DEVICE:
             edges += _device_edges(node, nodes, edges)
@@ -160,9 +160,9 @@ def _unseen(edge: Edge, nodes: list[Node]) -> Edge:
 
 
 def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: ParallelDims | None,
-                source: dict | None, gpu_job: bool) -> list[Edge]:
+                source: dict | None, gpu_job: bool, rows: tuple) -> list[Edge]:
     place = node.place
-    found = _meaning(place.views[0], source)
+    found = _meaning(place.views[0], source, rows)
     if found is not None:
         node.schedule, node.phase, node.phase_says = found.row.schedule, found.row.phase, found.row.says
     targets, evidence = _explicit_targets(place, dims)
@@ -199,11 +199,11 @@ PEER_WORDS = {"prev-stage": "the previous pipeline stage", "next-stage": "the ne
               "group:pp": "its pipeline group", "workers": "its own workers", "threads": "its own threads"}
 
 
-def _meaning(view: RankView, source: dict | None) -> CallMeaning | None:
+def _meaning(view: RankView, source: dict | None, rows: tuple) -> CallMeaning | None:
     stack, start = view.stack, 0
     if view.wait is not None and view.wait.call in stack:
         start = stack.index(view.wait.call)
-    return meaning(stack, start, source)
+    return meaning(stack, start, source, rows)
 
 
 def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int] | None, str]:

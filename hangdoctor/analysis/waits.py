@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 
 from hangdoctor.analysis.frameworks import OP_NAMES, SOURCE_RULES
-from hangdoctor.analysis.wait_rules import COMM_KINDS, WaitRule, active_rules
+from hangdoctor.analysis.call_semantics import ROWS
+from hangdoctor.analysis.wait_rules import COMM_KINDS, WaitRule, active_call_rows, active_rules
 from hangdoctor.model import Frame, Stack
 
 _SURE_ORDER = {"high": 0, "medium": 1, "low": 2}
@@ -57,7 +58,8 @@ class WaitTable:
     """The rules, with each frame's first matching row memoised (frames are interned: thousands of ranks share
     a handful of frame objects)."""
 
-    def __init__(self, rules: tuple[WaitRule, ...]):
+    def __init__(self, rules: tuple[WaitRule, ...], call_rows: tuple | None = None):
+        self.call_rows = call_rows if call_rows is not None else ROWS  # whom a call waits for (call_semantics.py)
         self.rules = tuple(r for r in rules if r.role != "process")
         self.process_rules = tuple(r for r in rules if r.role == "process")
         self._row: dict[Frame, WaitRule | None] = {}
@@ -158,7 +160,7 @@ def default_table() -> WaitTable:
     """The built-in rows, after the user's from $HANGDOCTOR_WAIT_RULES (read once)."""
     global _default
     if _default is None:
-        _default = WaitTable(active_rules())
+        _default = WaitTable(active_rules(), active_call_rows())
     return _default
 
 

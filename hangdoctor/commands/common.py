@@ -50,11 +50,11 @@ def add_rules_flag(parser: argparse.ArgumentParser) -> None:
 
 def wait_table(args: argparse.Namespace):
     """The wait rules: the user's files, $HANGDOCTOR_WAIT_RULES, then the built-in rows."""
-    from hangdoctor.analysis.wait_rules import active_rules
+    from hangdoctor.analysis.wait_rules import active_call_rows, active_rules
     from hangdoctor.analysis.waits import WaitTable
 
     try:
-        return WaitTable(active_rules(args.wait_rules))
+        return WaitTable(active_rules(args.wait_rules), active_call_rows(args.wait_rules))
     except ValueError as exc:
         raise CommandError(str(exc), hint="see docs/wait-rules.md for the fields of a row",
                            exit_code=EXIT_USAGE) from None

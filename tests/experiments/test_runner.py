@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from experiments.hang import AttachOptions
+from experiments.hang import AttachOptions, summary_line
 from experiments.matrix import build_matrix
 from experiments.outputs import load_results, write_outputs
 from experiments.runner import Events, RunnerOptions, run_matrix
@@ -57,8 +57,8 @@ def test_a_hung_run_is_diagnosed_by_hangdoctor_before_it_is_stopped(experiment):
     # py-spy read the live process twice and saw it sleeping in the same place: it was still there.
     assert verdict["hung"] is True and verdict["responded"]["count"] == 1 and verdict["samples"] == 2
     assert any(frame["name"] == "main" for cls in verdict["classes"] for frame in cls["stack"])
-    assert hung.verdict == (folder / "verdict.txt").read_text().strip() == verdict["headline"] + (
-        f"; {verdict['hints'][0]}" if verdict["hints"] else "")
+    assert hung.verdict == (folder / "verdict.txt").read_text().strip() == summary_line(verdict)
+    assert hung.verdict.startswith(verdict["headline"])
     assert hung.verdict_hung is True and (folder / "report.json").exists() and (folder / "report.html").exists()
     assert launcher.alive_at_stop[int(hung.job.split()[1])] is True and hung.stopped == "killed"
     assert all(launcher.procs[pid].poll() is not None for pid in launcher.procs)  # nothing left running

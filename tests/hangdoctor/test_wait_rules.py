@@ -167,3 +167,34 @@ def test_a_bad_rules_file_is_one_error_line_and_exit_2(tmp_path, capsys, content
     assert main(["analyze", str(tmp_path), "--wait-rules", str(rules)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("Error:") and str(rules) in err and "Traceback" not in err
+
+
+def test_users_call_rows_say_whom_their_pipeline_waits_for(tmp_path, capsys):
+    # mylib's pipeline: stage 1 (ranks 2-3) waits in its own recv of activations, stage 0 (ranks 0-1) in mylib's
+    # loss broadcast. A row with "peers" (docs/wait-rules.md) places each wait in the topology: the edges become
+    # semantic and the schedule's phases say who went on.
+    def rank(r, frames):
+        return f'Thread {100 + r} (idle): "MainThread"\n' + "".join(f"    {f}\n" for f in frames)
+
+    recv = ["recv (torch/distributed/distributed_c10d.py:2799)", "Stage.recv_activations (mylib/pipe.py:40)",
+            "Stage.step (mylib/pipe.py:80)", "<module> (train.py:9)"]
+    bcast = ["broadcast (torch/distributed/distributed_c10d.py:3151)", "Stage.broadcast_loss (mylib/pipe.py:60)",
+             "Stage.step (mylib/pipe.py:90)", "<module> (train.py:9)"]
+    dump = tmp_path / "trace-n1.out"
+    dump.write_text("".join(rank(r, bcast if r < 2 else recv) for r in range(4)))
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([
+        {"file": "mylib/pipe.py", "function": "Stage.recv_activations", "peers": "prev-stage", "phase": 1,
+         "says": "mylib's receive of activations"},
+        {"file": "mylib/pipe.py", "function": "Stage.broadcast_loss", "peers": "last-stage", "phase": 2,
+         "says": "mylib's loss broadcast from the last stage"}]))
+    assert main(["analyze", str(dump), "--json", "--pp", "2", "--wait-rules", str(rules)]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    edges = {(e["from"], e["to"], e["strength"]) for e in verdict["wait_graph"]["edges"]}
+    assert edges == {(0, 1, "semantic"), (1, 0, "semantic")}
+    [cause] = verdict["wait_graph"]["causes"]
+    assert (cause["folded"], cause["rule"]) == ("2-3", "schedule") and verdict["suspects"][0]["folded"] == "2-3"
+    rules.write_text(json.dumps([{"file": "mylib/pipe.py", "function": "f", "peers": "sideways"}]))
+    assert main(["analyze", str(dump), "--wait-rules", str(rules)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Error:") and "peers 'sideways'" in err and "Traceback" not in err
