@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangdoctor.analysis.wait_rules import LOCAL_KINDS
 from hangdoctor.analysis.waits import Wait, WaitTable, innermost_python
 from hangdoctor.model import ERROR, NOT_PYTHON, OK, TIMEOUT, Frame, RankIdentity, RankRecord, Sample, Stack, ThreadStack
 
@@ -57,7 +58,8 @@ class RankView:
     gpu: bool | None = None  # a GPU is in use (collector's /proc maps, or CUDA/NCCL frames); None: unknown
     truncated: bool = False  # its dump was cut off
     helper: tuple[str, Wait] | None = None  # (thread name, wait) of another thread that communicates for the main
-    # one: backward's autograd thread in a ZeRO/FSDP all-gather while the main thread sits in backward
+    # one: backward's autograd thread in a ZeRO/FSDP all-gather while the main thread sits in backward; a thread
+    # in a collective while the main thread waits for it (a lock it holds, a future, a join)
     phase: str = ""  # the schedule's phase, where one function holds several (call_semantics.py): "fn:line"
 
     @property
@@ -88,10 +90,13 @@ class RankView:
     @property
     def position(self) -> str:
         """Where the rank is, coarsely enough that peers in the same call share it."""
+        through = ""
+        if self.helper is not None and (self.wait is None or self.wait.kind != "ddp-reducer"):
+            through = f", for its thread {self.helper[0]!r} in {self.helper[1].label}"  # a place of its own
         if self.wait is not None:
-            return f"{self.wait.label} in {self.phase}" if self.phase else self.wait.label
+            return (f"{self.wait.label} in {self.phase}" if self.phase else self.wait.label) + through
         frame = innermost_python(self.stack)
-        return f"outside any collective, in {frame.name} ({frame.file})" if frame else "no stack"
+        return (f"outside any collective, in {frame.name} ({frame.file})" if frame else "no stack") + through
 
     @property
     def innermost(self) -> Frame | None:
@@ -161,7 +166,7 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
     if status in (TIMEOUT, ERROR, NOT_PYTHON) and answered:
         status = OK  # py-spy failed on one sample (it can, on a busy process): the others answered
     helper = None
-    if wait is not None and wait.kind == "ddp-reducer" and threads:
+    if threads and (wait is None or wait.kind == "ddp-reducer" or wait.kind in LOCAL_KINDS):
         helper = helper_wait(answered[-1], thread, table, memo)
     return RankView(
         identity=record.identity, status=status, stack=stack, helper=helper,

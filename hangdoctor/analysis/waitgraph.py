@@ -79,13 +79,21 @@ class WaitGraph:
 def _node_state(place: Place) -> str:
     if place.moving or place.activity == BUSY:
         return RUNNING
-    if place.in_collective:
+    if place.in_collective or _via_thread(place) is not None:
         return COMMUNICATING
     if place.activity == "device-sync":
         return DEVICE
     if place.activity in LOCAL_KINDS:
         return LOCAL
     return OUTSIDE
+
+
+def _via_thread(place: Place):
+    """The communication wait of another thread that every rank of the place waits on (its main thread waits for
+    a lock that thread holds, a future it completes, its join): (thread name, wait), or None."""
+    if place.in_collective or not place.views or any(v.helper is None for v in place.views):
+        return None
+    return place.views[0].helper
 
 
 def build_graph(places: list[Place], silent: dict[str, list[int]], dims: ParallelDims | None,
@@ -162,7 +170,8 @@ def _unseen(edge: Edge, nodes: list[Node]) -> Edge:
 def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: ParallelDims | None,
                 source: dict | None, gpu_job: bool, rows: tuple) -> list[Edge]:
     place = node.place
-    found = _meaning(place.views[0], source, rows)
+    via = _via_thread(place)
+    found = _meaning(place.views[0], source, rows) if via is None else None
     if found is not None:
         node.schedule, node.phase, node.phase_says = found.row.schedule, found.row.phase, found.row.says
     targets, evidence = _explicit_targets(place, dims)
@@ -178,13 +187,14 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
         if targets:  # none: the topology has no such stage (a first stage receiving?): read it like any call
             return _edges_to(node, targets, nodes, node_of, "semantic", evidence)
     # no local and no meaning: the default group, everyone not in this call
-    node.peers = "every rank not in this call (the default group, assumed)"
+    node.peers = "every rank not in this call (the default group, assumed)" + (
+        f", through its thread {via[0]!r} in {via[1].label}" if via else "")
     edges = []
     for other in nodes:
         if other.id == node.id:
             continue
         strength, why = "assumed", "a collective whose group the stacks do not show: assumed to be the default group"
-        if place.wait.kind == "p2p":
+        if (via[1] if via else place.wait).kind == "p2p":
             strength, why = "possible", "a point-to-point call whose peer the stacks do not show (add --locals)"
         elif gpu_job and other.state in (DEVICE, OUTSIDE):
             strength, why = "possible", ("a rank past the call may have issued it already (NCCL returns before "

@@ -251,3 +251,24 @@ def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     nodes = {tuple(n.ranks): (n.schedule, n.phase) for n in v.graph.nodes}
     assert nodes == {(0,): ("torch pipelining", 2), (1,): ("torch pipelining", 1)}
     assert v.suspects[0].ranks == [1] and v.causes[0].rule == "schedule"
+
+
+def test_a_rank_whose_main_thread_waits_for_its_own_thread_waits_for_what_that_thread_waits_for():
+    # Every rank's main thread joins its checkpoint thread. On ranks 0-1 that thread waits in a barrier; on rank 2
+    # it is still writing its shard (a file I/O line). The main threads alone say "three local waits, nobody waits
+    # for anybody"; through their threads, ranks 0-1 wait for rank 2, the one cause.
+    join = (Frame("Thread.join", "threading.py", 1119), *frames("save_checkpoint", "main"))
+    barrier = (Frame("barrier", "torch/distributed/distributed_c10d.py", 30), *frames("write_shard", "run"))
+    writing = frames("write_shard", "run")
+    records = []
+    for rank, worker in ((0, barrier), (1, barrier), (2, writing)):
+        samples = [Sample(index=i, time=float(i), status=OK, threads=(
+            ThreadStack(100 + rank, "MainThread", join), ThreadStack(200 + rank, "ckpt-writer", worker)))
+            for i in range(2)]
+        records.append(RankRecord(RankIdentity(rank=rank, host="n0", pid=100 + rank), samples))
+    c = Collection(records=records, world_size=3, samples=2)
+    c.source_lines = {("t.py", 1): "f.write(shard)"}
+    v = diagnose(c)
+    assert [view.helper[0] for view in (v.views[0], v.views[1])] == ["ckpt-writer"] * 2 and v.views[2].helper is None
+    assert [c.ranks for c in v.causes] == [[2]] and v.suspects[0].ranks == [2]
+    assert any("another thread ('ckpt-writer') waits in barrier" in h for h in v.hints)
