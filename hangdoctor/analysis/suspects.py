@@ -250,7 +250,7 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
         seen_causes = {n for n in cause_nodes if not _unseen(graph.nodes[n], graph)}
         waits = [e for e in graph.out.get(node.id, []) if e.strength != "possible" or (
             node.state == COMMUNICATING and e.target in seen_causes)]
-        if not waits and causes and node.state == "silent" and not graph.into.get(node.id):
+        if not waits and causes and node.state in ("silent", "running") and not graph.into.get(node.id):
             suspect.confidence = "low"  # nobody waits for it: not what holds the others up
             suspect.reason += "; no rank waits for it"
 
