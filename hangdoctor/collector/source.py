@@ -22,14 +22,18 @@ def innermost_lines(infos: list) -> dict:
                 frames = thread.get("frames") if isinstance(thread, dict) else None
                 frame = next((f for f in frames or [] if isinstance(f, dict) and not f.get("module")
                               and str(f.get("filename", "")).endswith(".py")), None)
-                if frame is None:
-                    continue
-                key = f"{frame.get('short_filename') or frame.get('filename')}:{frame.get('line')}"
-                if key not in lines:
-                    text = linecache.getline(str(frame["filename"]), int(frame.get("line") or 0)).strip()
-                    if text:
-                        lines[key] = text[:200]
+                if frame is not None:
+                    _read_line(frame, lines)
     return lines
+
+
+def _read_line(frame: dict, lines: dict) -> None:
+    """The frame's source line into `lines` under "short_file:line", unless it is there or cannot be read."""
+    key = f"{frame.get('short_filename') or frame.get('filename')}:{frame.get('line')}"
+    if key not in lines:
+        text = linecache.getline(str(frame["filename"]), int(frame.get("line") or 0)).strip()
+        if text:
+            lines[key] = text[:200]
 
 
 MAX_LINES = 4000  # source lines sent per node: every Python frame of every main thread, at most this many
@@ -43,11 +47,7 @@ def frame_lines(infos: list) -> dict:
     for frame in _frames(infos, outermost_first=False):
         if len(lines) >= MAX_LINES:
             break
-        key = f"{frame.get('short_filename') or frame.get('filename')}:{frame.get('line')}"
-        if key not in lines:
-            text = linecache.getline(str(frame["filename"]), int(frame.get("line") or 0)).strip()
-            if text:
-                lines[key] = text[:200]
+        _read_line(frame, lines)
     return lines
 
 
