@@ -16,6 +16,10 @@ SEQUENCE_HINT = ("record PyTorch's Flight Recorder (TORCH_FR_BUFFER_SIZE=2000 in
                  "each rank's sequence of collectives, or rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL, which checks "
                  "that every rank calls the same collective")
 NCCL_HINT = "NCCL_DEBUG=INFO shows where NCCL stalls (its transport: P2P, SHM, network)"
+ONE_CALL = ("the ranks do not differ in the call, so either they passed it different tensors (sizes, dtypes: a "
+            "rank-dependent shape; the Flight Recorder records each rank's sizes, TORCH_DISTRIBUTED_DEBUG=DETAIL "
+            "checks them), or a thread of theirs made a collective on the same group in another order "
+            "(--all-threads shows every thread), or the collective itself is stuck (network, NCCL/gloo): ")
 GPU_HINT = ("to see where they really wait, rerun with CUDA_LAUNCH_BLOCKING=1 (collectives then block where they "
             "are called: that is how BigScience's 200B hang showed its frames), or record PyTorch's Flight Recorder "
             "(TORCH_FR_BUFFER_SIZE=2000 in the job's environment) to compare each rank's last collective; "
@@ -55,8 +59,8 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
         hints.append(f"{who(anchor.ranks, dims)} {waits if anchor.in_collective else 'sit'} in {anchor.position} "
                      f"for {who(place.ranks, dims)}, still progressing (a straggler, not a hang)")
     if not others and anchor.in_collective:
-        hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, the collective "
-                     f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks: {NCCL_HINT}")
+        hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, {ONE_CALL}"
+                     f"{NCCL_HINT}")
     elif anchor.in_collective and not said and any(p.in_collective and undecided(p, anchor) and
                                                       not peer_tie(p, anchor) for p in stuck):
         hints.append(f"the ranks wait in calls that do not match, and nothing in their stacks says which side is "
@@ -106,8 +110,8 @@ def lone_hints(places: list[Place], dims: ParallelDims | None, native: bool) -> 
     if not places:
         return []
     if len(places) == 1 and places[0].activity in COMM_KINDS | {"device-sync"} and not places[0].moving:
-        return [f"every rank that answered waits in {places[0].position}: if none is missing, the collective "
-                f"itself is stuck (network, NCCL/gloo), not a mismatch between ranks: {NCCL_HINT}"]
+        return [f"every rank that answered waits in {places[0].position}: if none is missing, {ONE_CALL}"
+                f"{NCCL_HINT}"]
     if any(p.activity == UNKNOWN for p in places) and not native:
         return ["no rank waits in a recognised call: compare the places above (add --native to see waits inside "
                 "C++/CUDA calls)"]
