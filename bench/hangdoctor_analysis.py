@@ -9,7 +9,7 @@ Ranks get new pids, RANK/LOCAL_RANK/WORLD_SIZE and argv (--tp 8 --pp 16), 8 per 
 "per-rank" node files (hangdoctor-node/1: frames stored once per node, each rank's threads in full) and
 "node-merged" ones (hangdoctor-node/2, what the collector writes now: each distinct thread once per node, each
 rank's sample naming its threads). Each size and form runs in a fresh process pinned to one core, with the
-garbage collector paused as `analyze` and `attach` pause it (hangdoctor/bulk.py):
+garbage collector paused as `analyze` and `attach` pause it (clicore/bulk.py):
 - load: read and parse every node file (JSON, py-spy frames interned) into a Collection;
 - verdict: diagnose() (tree, classes, waits, suspects, hints);
 - report: the terminal report rendered into a string, the JSON report serialised, and the HTML report (with its
@@ -155,7 +155,7 @@ def measure(folder: str) -> dict:
     from rich.console import Console
 
     from hangdoctor.analysis.verdict import diagnose
-    from hangdoctor.bulk import paused_gc
+    from clicore.bulk import paused_gc
     from hangdoctor.formats.load import load_paths
     from hangdoctor.identity import TopologyFlags
     from hangdoctor.render.html import render_html
@@ -163,7 +163,7 @@ def measure(folder: str) -> dict:
     from hangdoctor.render.terminal import render_verdict
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with paused_gc():
+    with paused_gc(freeze=True):
         t0 = time.perf_counter()
         collection = load_paths([Path(folder)], TopologyFlags(tp=8, pp=16))
         t1 = time.perf_counter()

@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 
 from clicore.app import Tool, build_parser as _build_parser, main as run_tool
-from hangdoctor.bulk import paused_gc
+from clicore.bulk import paused_gc
 from hangdoctor.commands import COMMANDS
 
 TOOL = Tool(
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None, *, out: Console | None = None, err: Cons
 
     def call(module, args) -> int:
         if args.verb in ("analyze", "attach"):  # a million small objects at 100k ranks
-            with paused_gc():
+            with paused_gc(freeze=True):
                 return module.run(args, out, err)
         return module.run(args, out, err)
 

@@ -11,6 +11,7 @@ import glob
 import os
 from dataclasses import dataclass, field
 
+from clicore.bulk import paused_gc
 from tracing.records import RankTrace
 from tracing.regularfile import NotRegularFile
 from tracing.ringreader import RingFormatError, read_ring
@@ -61,6 +62,7 @@ def read_trace_file(path: str, *, tail: int | None = None) -> RankTrace:
         raise TraceInputError(f"{path}: {e.strerror or e}") from None
 
 
+@paused_gc()  # one Event per call and return, none in a cycle (clicore/bulk.py)
 def load_traces(path: str, *, tail: int | None = None) -> TraceSet:
     """tail: keep only the newest events (per file for rings, per thread for streams); None keeps all."""
     files = trace_files(path)

@@ -3,10 +3,15 @@ conditions."""
 
 from __future__ import annotations
 
+import gc
+
+import pytest
+
 from tracing.analysis.diverge import diverge_report
 from tracing.analysis.last import condition_of, summarize_frames
 from tracing.identity import RankIdentity
 from tracing.records import CALL, EXITED, RETURN, RUNNING, STOPPED, CodeLocation, Event, RankTrace, ThreadTrace
+from tracing.tracedir import TraceInputError, load_traces
 
 A, B, C, D = (CodeLocation("m", name, "/m.py", 1) for name in "ABCD")
 
@@ -67,3 +72,19 @@ def test_conditions_and_summaries():
     assert summarize_frames(frames) == "inside f0 > … > f5 > f6 > f7"
     assert summarize_frames(frames[:2], truncated=True) == "inside … > f0 > f1"
     assert summarize_frames([]) == "no traced frame open"
+
+
+def test_load_and_diverge_leave_the_garbage_collector_as_they_found_it(tmp_path):
+    """Both build their objects with the cyclic collector paused (clicore/bulk.py), an error included, and put
+    back the state they found."""
+    traces = [trace(0, 0, [A, B]), trace(1, 0, [A, C])]
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            assert not diverge_report("d", traces).identical
+            assert gc.isenabled() is enabled
+            with pytest.raises(TraceInputError):
+                load_traces(str(tmp_path / "missing"))
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()

@@ -90,6 +90,25 @@ def test_foreign_and_truncated_sidecars_are_reported_and_skipped(tmp_path):
     assert "SAME: no differences in 7 rank pairs" in out
 
 
+def test_reading_leaves_the_garbage_collector_as_it_found_it(tmp_path):
+    """select() pauses the cyclic collector while the sidecars become records (read/sources.py), a bad sidecar
+    among them, and puts back the state it found."""
+    import gc
+
+    from weightdiff.read.sources import select
+
+    a = make_set(tmp_path / "a", DIMS)
+    next(a.glob("debug-*.json")).write_text("{")
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            selection = select(a)
+            assert gc.isenabled() is enabled
+            assert len(selection.dumps) == 7 and "not a weightdiff sidecar" in selection.errors[0]
+        finally:
+            gc.enable()
+
+
 def test_a_tensor_file_without_its_sidecar(tmp_path):
     a, b = _pair(tmp_path)
     lone = next(b.glob("debug-806-pp0-tp0-dp0-*.json"))

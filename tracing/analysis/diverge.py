@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from topology import fold_ranks
 from tracing.analysis.comms import CommDivergence, comm_divergences, is_communication
 from tracing.analysis.sequence import ROLES, SeqDivergence, sequence_divergences
+from clicore.bulk import paused_gc
 from tracing.records import CALL, C_CALL, RETURN, CodeLocation, Event, OpenFrame, RankTrace, ThreadTrace
 
 END = -1  # token of "no more events"
@@ -105,6 +106,7 @@ def _first_difference(a: list[int], b: list[int], start: int) -> int | None:
     return None if len(a) == len(b) else end
 
 
+@paused_gc()  # tuples and lists over every event, none in a cycle (clicore/bulk.py)
 def diverge_report(source: str, traces: list[RankTrace], thread: str | None = None, limit: int = 20,
                    warnings: list[str] | None = None) -> DivergeReport:
     warnings = list(warnings or [])

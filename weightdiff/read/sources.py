@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clicore.bulk import paused_gc
 from weightdiff.errors import BadInput
 from weightdiff.naming import DumpName, parse_name
 from weightdiff.read.checkpoint import latest_tag_folder, read_checkpoint, tag_folders
@@ -134,7 +135,7 @@ def select(path: str | Path, *, iteration: int | None = None, tag: str | None = 
         raise BadInput(f"{path}: no {tag}-dumps of iteration {iteration} (available: {_span(iterations)})")
     chosen = [p for n, p in with_tag if n.iteration == iteration]
     warnings = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with paused_gc(), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # a record per tensor (clicore/bulk.py)
         results = list(pool.map(_read_or_error, chosen))
     dumps: dict[tuple[int, int, int], RankDump] = {}
     for result in results:
