@@ -1,0 +1,9 @@
+"""First-contact batch D (second first-contact round): live cases from public example programs of PyTorch Lightning
+(ModelParallelStrategy on a 2-D DeviceMesh), a torchtitan-style trainer (async distributed checkpoint) and a
+torchtitan-style interleaved pipeline schedule, and shape cases from public threads of SGLang and vLLM, each hung the
+way a public thread reports (see each case.json's source and thread)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# Lightning-AI/pytorch-lightning#20561, 2 x 2 (data_parallel x tensor_parallel): replica 1 runs out of validation data.
+register(LiveCase("fcd_lightning_uneven_val_2d", torchrun(4, "fcd_lightning_uneven_val_2d.py"), ranks=4, settle=2.0))
