@@ -7,3 +7,6 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 
 # Lightning-AI/pytorch-lightning#20561, 2 x 2 (data_parallel x tensor_parallel): replica 1 runs out of validation data.
 register(LiveCase("fcd_lightning_uneven_val_2d", torchrun(4, "fcd_lightning_uneven_val_2d.py"), ranks=4, settle=2.0))
+
+# KempnerInstitute/KempnerForge#104, 2 ranks: dcp.async_save's planning thread and save()'s barrier race on one group.
+register(LiveCase("fcd_titan_async_ckpt_race", torchrun(2, "fcd_titan_async_ckpt_race.py"), ranks=2, settle=2.0))
