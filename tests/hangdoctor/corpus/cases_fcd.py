@@ -10,3 +10,6 @@ register(LiveCase("fcd_lightning_uneven_val_2d", torchrun(4, "fcd_lightning_unev
 
 # KempnerInstitute/KempnerForge#104, 2 ranks: dcp.async_save's planning thread and save()'s barrier race on one group.
 register(LiveCase("fcd_titan_async_ckpt_race", torchrun(2, "fcd_titan_async_ckpt_race.py"), ranks=2, settle=2.0))
+
+# pytorch/pytorch#172668, 2 ranks x 2 virtual stages: deferred receives make both ranks send to each other first.
+register(LiveCase("fcd_pp_deferred_recv_cycle", torchrun(2, "fcd_pp_deferred_recv_cycle.py"), ranks=2, settle=2.0))
