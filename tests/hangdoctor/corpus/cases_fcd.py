@@ -13,3 +13,22 @@ register(LiveCase("fcd_titan_async_ckpt_race", torchrun(2, "fcd_titan_async_ckpt
 
 # pytorch/pytorch#172668, 2 ranks x 2 virtual stages: deferred receives make both ranks send to each other first.
 register(LiveCase("fcd_pp_deferred_recv_cycle", torchrun(2, "fcd_pp_deferred_recv_cycle.py"), ranks=2, settle=2.0))
+
+
+# Shape cases (fixtures/corpus/shapes/fcd_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# SGLang offline Engine with --pp-size 2 (sgl-project/sglang#24687): save_remote_model's RPC reaches the first stage
+# only; its handle_rpc_request ends in a world barrier before it forwards the step's requests to stage 1, which waits
+# for them in point_to_point_pyobj.
+register(LiveCase(
+    "fcd_sglang_pp_rpc_barrier",
+    in_tree("fcd_sglang_pp_rpc_barrier",
+            f"{shlex.quote(PYTHON)} sglang/examples/runtime/engine/save_remote_state.py --model-path /data1/Qwen3-32B "
+            "--pp-size 2 --remote-model-save-url redis://192.168.1.9:7471/Qwen3-32B6 --mem-fraction-static 0.9 "
+            "--host 0.0.0.0"),
+    ranks=2, shape=True, settle=2.0, env=shape_env("fcd_sglang_pp_rpc_barrier"),
+))
