@@ -18,7 +18,7 @@ register(LiveCase("fcd_pp_deferred_recv_cycle", torchrun(2, "fcd_pp_deferred_rec
 # Shape cases (fixtures/corpus/shapes/fcd_*; see cases_shapes.py for the mechanism).
 import shlex  # noqa: E402
 
-from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env, tree  # noqa: E402
 from tests.support import PYTHON  # noqa: E402
 
 # SGLang offline Engine with --pp-size 2 (sgl-project/sglang#24687): save_remote_model's RPC reaches the first stage
@@ -31,4 +31,14 @@ register(LiveCase(
             "--pp-size 2 --remote-model-save-url redis://192.168.1.9:7471/Qwen3-32B6 --mem-fraction-static 0.9 "
             "--host 0.0.0.0"),
     ranks=2, shape=True, settle=2.0, env=shape_env("fcd_sglang_pp_rpc_barrier"),
+))
+
+# vLLM V1 `vllm serve <dense model> -dp 2` (vllm-project/vllm#28224): DP1 has no requests left and runs dummy batches
+# that skip the per-step DP coordination; DP0 waits in coordinate_batch_across_dp, DP1 in the finish-sync all-reduce.
+register(LiveCase(
+    "fcd_vllm_dp_dummy_desync",
+    in_tree("fcd_vllm_dp_dummy_desync",
+            f"{shlex.quote(PYTHON)} {shlex.quote(tree('fcd_vllm_dp_dummy_desync') + '/bin/vllm')} "
+            "serve meta-llama/Meta-Llama-3-8B-Instruct -dp 2"),
+    ranks=2, shape=True, settle=2.0, env=shape_env("fcd_vllm_dp_dummy_desync"),
 ))
