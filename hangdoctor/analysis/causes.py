@@ -273,6 +273,9 @@ def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
         sure = "high"
     elif state == LOCAL:
         sure = "high" if strongest >= STRENGTH.index("assumed") else "medium"
+        wait = node.place.wait if node.place is not None else None
+        if wait is not None and wait.sure == "low" and strongest < STRENGTH.index("semantic"):
+            sure = "medium"  # a generic wait (a socket, a queue) says little: a service process idles in one too
     elif state == SILENT:
         sure = _SILENT_SURE.get(node.status, "low")
         if node.status == "missing" and strongest < STRENGTH.index("assumed"):

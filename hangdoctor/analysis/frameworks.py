@@ -21,7 +21,7 @@ COLLECTIVE_OPS = (
     "reduce_scatter_fn|reduce_scatter_coalesced|all_to_all|all_to_all_single|alltoall|reduce|gather|scatter|"
     "broadcast_object_list|scatter_object_list|gather_object|all_reduce_coalesced|inference_all_reduce|"
     "broadcast_multigpu|all_reduce_multigpu|batch_all_gather|all_gather_into_tensor_coalesced|all_gather_single|"
-    "reduce_scatter_single|full_tensor|redistribute"
+    "reduce_scatter_single|full_tensor|redistribute|gather_for_metrics|pad_across_processes"
 )
 P2P_OPS = ("send|recv|isend|irecv|batch_isend_irecv|send_obj|recv_obj|send_object_list|recv_object_list|"
            "send_forward|recv_forward|send_backward|recv_backward|send_forward_recv_backward|"
@@ -158,13 +158,15 @@ RULES: tuple[WaitRule, ...] = (
     R("p2p", "vllm/sglang", "distributed/parallel_state.py", "send.*|recv.*"),
     R("barrier", "vllm/sglang", "distributed/parallel_state.py", "barrier"),
     R("collective", "vllm/sglang", "distributed/communication_op.py", ".*"),
-    R("collective", "sglang", "", "broadcast_pyobj|point_to_point_pyobj", op="broadcast",
+    R("collective", "sglang", "", "broadcast_pyobj", op="broadcast",
       says="SGLang's broadcast of Python objects (requests) across the TP group"),
+    R("p2p", "sglang", "", "point_to_point_pyobj", says="SGLang's send or receive of Python objects (requests) "
+      "between pipeline stages"),
     R("collective", "vllm", "vllm/v1/executor/multiproc_executor.py", "collective_rpc|get_response",
       op="collective_rpc", says="the executor waiting for every worker's answer"),
     # ---- Lightning / accelerate / transformers ------------------------------------------------------------
     R("collective", "lightning", "utilities/distributed.py", "_sync_ddp.*|_all_gather_ddp_if_available|"
-      "_gather_all_tensors|gather_all_tensors|sync_ddp.*|_simple_gather_all_tensors", op="all_reduce",
+      "_gather_all_tensors|gather_all_tensors|sync_ddp.*|_simple_gather_all_tensors",
       says="Lightning's metric/log sync across ranks"),
     R("barrier", "lightning", "strategies/", "barrier", says="the strategy's barrier"),
     R("collective", "lightning", "strategies/", "reduce|broadcast|all_gather|reduce_boolean_decision"),
@@ -175,6 +177,10 @@ RULES: tuple[WaitRule, ...] = (
     R("collective", "accelerate", "accelerate/utils/operations.py", "gather|_gpu_gather|_gpu_gather_one|"
       "broadcast|_gpu_broadcast|reduce|_reduce_across_processes|pad_across_processes|gather_object|"
       "broadcast_object_list|_gpu_gather_object"),
+    R("", "accelerate", "accelerate/utils/operations.py", ".*", role="layer"),  # its collective helpers' internals
+    R("collective", "accelerate", "accelerate/accelerator.py", "Accelerator.gather_for_metrics|gather_for_metrics|"
+      "Accelerator.gather|Accelerator.reduce|Accelerator.pad_across_processes",
+      says="accelerate's gather (or reduce) across processes"),
     R("barrier", "accelerate", "accelerate/", "wait_for_everyone", op="barrier"),
     R("collective", "transformers", "transformers/trainer_pt_utils.py", "distributed_concat|nested_gather|"
       "distributed_broadcast_scalars", op="all_gather"),
@@ -257,7 +263,10 @@ RULES: tuple[WaitRule, ...] = (
     R("launcher", "sglang", "launch_server.py", ".*", op="SGLang server", role="process"),
     R("launcher", "sglang", "entrypoints/http_server.py", "launch_server", op="SGLang server", role="process"),
     R("launcher", "python", "uvicorn/", "Server.run|Server.serve|run", op="HTTP server front end", role="process"),
-    R("worker", "sglang", "managers/detokenizer_manager.py", ".*", op="SGLang detokenizer", role="process"),
+    R("worker", "sglang", "detokenizer_manager.py", ".*", op="SGLang detokenizer", role="process"),
+    R("launcher", "sglang", "entrypoints/engine.py", "Engine\\..*", op="SGLang engine front end (offline Engine)",
+      role="process"),
+    R("worker", "vllm", "vllm/v1/engine/coordinator.py", ".*", op="vLLM data-parallel coordinator", role="process"),
     # a Ray driver or controller actor blocked in ray.get waits for its actors' results: not a rank (verl's
     # main_ppo and TaskRunner, OpenRLHF's trainer); an actor with no task idles in main_loop (a wait row below)
     R("launcher", "ray", "ray/_private/worker.py", "get|Worker.get_objects|get_objects|wait", op="Ray driver (ray.get)",

@@ -21,12 +21,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangdoctor.analysis.frameworks import OP_NAMES, SOURCE_RULES
+from hangdoctor.analysis.frameworks import BARRIER_OPS, OP_NAMES, SOURCE_RULES
 from hangdoctor.analysis.call_semantics import ROWS
 from hangdoctor.analysis.wait_rules import COMM_KINDS, WaitRule, active_call_rows, active_rules
 from hangdoctor.model import Frame, Stack
 
 _SURE_ORDER = {"high": 0, "medium": 1, "low": 2}
+BARRIER_NAMES = frozenset(BARRIER_OPS.split("|"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +120,16 @@ class WaitTable:
         surest = min(_SURE_ORDER[r.sure] for _, r in strongest)  # a frame that is the collective outranks a guess
         index, rule = max(((i, r) for i, r in strongest if _SURE_ORDER[r.sure] == surest), key=lambda item: item[0])
         sure = min((r.sure for _, r in voters if r.kind == rule.kind), key=_SURE_ORDER.__getitem__)
-        call, op = frames[index], rule.op
+        call, op, kind = frames[index], rule.op, rule.kind
         if not op and rule.kind in COMM_KINDS:
             named = [i for i in range(end + 1) if not frames[i].native and _base(frames[i].name) in OP_NAMES]
             if named:
                 call = frames[named[-1]]
                 op = _base(call.name)
+                if rule.kind == "collective" and op in BARRIER_NAMES:  # a framework's sync that is a barrier
+                    kind = "barrier"
         op = op or (_base(call.name) if _base(call.name) in OP_NAMES else rule.kind)
-        return Wait(op=op, kind=rule.kind, caller=caller, call=call, says=rule.says, sure=sure,
+        return Wait(op=op, kind=kind, caller=caller, call=call, says=rule.says, sure=sure,
                     evidence="native" if call.native else "frame", framework=rule.framework)
 
 
