@@ -44,8 +44,8 @@ def summary_line(verdict: dict) -> str:
     suspects, hints = verdict.get("suspects") or [], verdict.get("hints") or []
     if suspects:
         first = suspects[0]
-        return (f"{verdict.get('headline', 'no headline')}; ranks {first.get('folded')} [{first.get('confidence')}] "
-                f"{first.get('reason')}")
+        ranks = f"rank{'s' if first.get('count', 1) != 1 else ''} {first.get('folded')}"
+        return f"{verdict.get('headline', 'no headline')}; {ranks} [{first.get('confidence')}] {first.get('reason')}"
     return verdict.get("headline", "no headline") + (f"; {hints[0]}" if hints else "")
 
 

@@ -303,7 +303,8 @@ def _waited_words(cause: Cause, dims: ParallelDims | None) -> str:
         return ""
     strongest = max(cause.edges, key=lambda e: STRENGTH.index(e.strength), default=None)
     why = f" ({strongest.evidence})" if strongest is not None and strongest.strength != "assumed" else ""
-    return f"{who(cause.waiting, dims)} wait for {'it' if len(cause.ranks) == 1 else 'them'}{why}"
+    return (f"{who(cause.waiting, dims)} {verb(cause.waiting, 'waits', 'wait')} for "
+            f"{'it' if len(cause.ranks) == 1 else 'them'}{why}")
 
 
 def _kind_of(node: Node) -> str:
