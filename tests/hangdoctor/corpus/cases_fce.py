@@ -1,0 +1,15 @@
+"""First-contact batch E (third first-contact round): live cases from public example programs and the bug shapes
+their threads report (HF transformers Trainer, a DeepSpeed pipeline, plain torch.distributed, torch.distributed.rpc)
+and one shape case from a public py-spy paste, each hung the way its public source reports (see each case.json's
+source and thread)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+DS_ENV = {"DS_ACCELERATOR": "cpu"}
+
+# IBM/ado PR #41, 3 ranks: a stop_after_seconds callback decided on each rank's own clock.
+register(LiveCase("fce_hf_trainer_time_budget", torchrun(3, "fce_hf_trainer_time_budget.py"), ranks=3, settle=2.0))
+
+# deepspeedai/DeepSpeed#797 / PR #801, PP=2 x DP=2: save_checkpoint called on the last pipeline stage only.
+register(LiveCase("fce_ds_pipe_ckpt_last_stage", torchrun(4, "fce_ds_pipe_ckpt_last_stage.py"), ranks=4, env=DS_ENV,
+                  settle=2.0))
