@@ -13,3 +13,6 @@ register(LiveCase("fce_hf_trainer_time_budget", torchrun(3, "fce_hf_trainer_time
 # deepspeedai/DeepSpeed#797 / PR #801, PP=2 x DP=2: save_checkpoint called on the last pipeline stage only.
 register(LiveCase("fce_ds_pipe_ckpt_last_stage", torchrun(4, "fce_ds_pipe_ckpt_last_stage.py"), ranks=4, env=DS_ENV,
                   settle=2.0))
+
+# pytorch/pytorch#39706 shape, 3 ranks (2 + 1 per node): gather to "the first rank of my node" on the world group.
+register(LiveCase("fce_gather_node_leader_dst", torchrun(3, "fce_gather_node_leader_dst.py"), ranks=3, settle=2.0))
