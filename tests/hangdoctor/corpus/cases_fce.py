@@ -4,6 +4,7 @@ and one shape case from a public py-spy paste, each hung the way its public sour
 source and thread)."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+from tests.support import PYTHON
 
 DS_ENV = {"DS_ACCELERATOR": "cpu"}
 
@@ -16,3 +17,8 @@ register(LiveCase("fce_ds_pipe_ckpt_last_stage", torchrun(4, "fce_ds_pipe_ckpt_l
 
 # pytorch/pytorch#39706 shape, 3 ranks (2 + 1 per node): gather to "the first rank of my node" on the world group.
 register(LiveCase("fce_gather_node_leader_dst", torchrun(3, "fce_gather_node_leader_dst.py"), ranks=3, settle=2.0))
+
+# pytorch/examples distributed/rpc/batch/reinforce.py, mp.spawn, agent + 3 observers: observer 2 leaves its episode
+# on done (the non-batched example's `if done: break`) and the agent's per-step action batch never fills.
+register(LiveCase("fce_rpc_batch_rl_observer_done", (PYTHON, "{fixtures}/fce_rpc_batch_rl_observer_done.py"), ranks=4,
+                  settle=3.0))
