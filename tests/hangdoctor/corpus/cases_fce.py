@@ -22,3 +22,23 @@ register(LiveCase("fce_gather_node_leader_dst", torchrun(3, "fce_gather_node_lea
 # on done (the non-batched example's `if done: break`) and the agent's per-step action batch never fills.
 register(LiveCase("fce_rpc_batch_rl_observer_done", (PYTHON, "{fixtures}/fce_rpc_batch_rl_observer_done.py"), ranks=4,
                   settle=3.0))
+
+
+# Shape case (fixtures/corpus/shapes/fce_fairseq_buffered_iterator; see cases_shapes.py for the mechanism): our own
+# stand-in fairseq (module paths and function names of the py-spy paste in facebookresearch/fairseq#4816), real torch
+# and gloo on CPU. fairseq-train --ddp-backend legacy_ddp --num-workers 1 under torchrun, 4 ranks: rank 0's
+# DataLoader worker, forked by the BufferedIterator's BackgroundConsumer thread while another thread held the index
+# reader's lock, waits on that lock for ever; rank 0 waits in BufferedIterator.__next__, ranks 1-3 in the gradient
+# all_reduce of the next update.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+
+register(LiveCase(
+    "fce_fairseq_buffered_iterator",
+    in_tree("fce_fairseq_buffered_iterator",
+            f"{shlex.quote(PYTHON)} -m torch.distributed.run --standalone --nproc_per_node 4 fairseq_cli/train.py "
+            "data-bin/wikitext-103 --ddp-backend legacy_ddp --num-workers 1 --batch-size 8 --update-freq 2 "
+            "--max-epoch 3"),
+    ranks=4, shape=True, settle=3.0, env=shape_env("fce_fairseq_buffered_iterator"),
+))
