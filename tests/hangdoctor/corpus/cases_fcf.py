@@ -18,3 +18,31 @@ register(LiveCase("fcf_accel_zero3_main_state_dict", torchrun(3, "fcf_accel_zero
 
 # NVIDIA-NeMo/Speech PR #578 / ai2cm/ace#849 in a torchtitan-style FSDP2 loop, 3 ranks: rank 1 breaks on a NaN loss.
 register(LiveCase("fcf_titan_nan_break_ckpt", torchrun(3, "fcf_titan_nan_break_ckpt.py"), ranks=3, settle=2.0))
+
+
+# Shape cases (fixtures/corpus/shapes/fcf_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# TRL AsyncGRPOTrainer + FSDP2 on 4 trainer GPUs, weights synced into `vllm serve` every step (huggingface/trl#7103):
+# rank 0 streams the weights to vLLM while consuming the full_tensor() all-gathers; it waits on the GPU inside vLLM's
+# packed transfer, ranks 1-3 in the barrier after the transfer.
+register(LiveCase(
+    "fcf_trl_async_grpo_weight_sync",
+    in_tree("fcf_trl_async_grpo_weight_sync",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'accelerate'))} launch "
+            "--config_file fsdp2.yaml train.py"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcf_trl_async_grpo_weight_sync", str(LAUNCHERS)),
+))
+
+# nanoGPT-style DDP over torch.compile with compiler collectives on, 4 GPUs (pytorch/pytorch PR #155558): rank 1
+# recompiles for a new sequence length and waits in Dynamo's compiler collective, the others on the GPU in loss.item().
+register(LiveCase(
+    "fcf_compile_recompile_collective",
+    in_tree("fcf_compile_recompile_collective",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --standalone "
+            "--nproc_per_node=4 train.py"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcf_compile_recompile_collective", str(LAUNCHERS)),
+))
