@@ -23,8 +23,9 @@ class Order:
     ahead: int  # 0: the first stack is ahead; 1: the second
     frame: Frame  # the divergence point, as the first stack holds it
     lines: tuple[int, int]
-    sure: bool  # from the source's loops (True), or from the function's name (False)
+    sure: bool  # from the source's loops and branches (True), or from the lines alone (False)
     why: str
+    left_loop: bool = False  # one rank is past a loop the other is still in: the strongest order there is
 
 
 def _outermost_first(stack: Stack) -> list[Frame]:
@@ -58,9 +59,9 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None) -> Order | None:
     loops_a, loops_b = set(map(tuple, known_a.get("loops", []))), set(map(tuple, known_b.get("loops", [])))
     only_a, only_b = loops_a - loops_b, loops_b - loops_a
     if only_a and not only_b and all(lb > last for _, last in only_a):
-        return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in")
+        return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in", True)
     if only_b and not only_a and all(la > last for _, last in only_b):
-        return Order(0, fa, (la, lb), True, f"line {la} of {where} comes after the loop that line {lb} is in")
+        return Order(0, fa, (la, lb), True, f"line {la} of {where} comes after the loop that line {lb} is in", True)
     shared = loops_a & loops_b
     if shared and not only_a and not only_b:
         loop = max(shared)  # the innermost shared loop starts last

@@ -9,6 +9,7 @@ others, that do not themselves wait for a peer.
        - the schedule: two pipeline phases of one step (call_semantics.py), the side in the earlier phase has
          finished this step's exchanges with the other and gone on into the next step: it never entered the call
          the other waits in;
+       - program order when the source says one side left a loop the others are still in (ahead.py);
        - the odd one out: fewer ranks in one call than in the others (not for sends and receives, which pair);
        - else a true tie: every side stays a low suspect, and the report says what would break it.
 Confidence comes from the evidence and from what the cause is doing; nothing is confident against an edge.
@@ -167,6 +168,13 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if misnamed:
         wrong, detail = misnamed
         return [_cause(graph, wrong, "medium", "wrong-peer", f"named the wrong peer: {detail}")]
+    ahead = _ahead_of_all(nodes, graph.blocks) if all(n.place is not None for n in nodes) else None
+    if ahead is not None and ahead[1].left_loop:  # the source says it left the loop the others are still in
+        node, order = ahead
+        others = [n for n in nodes if n is not node]
+        reason = (f"left the loop that {_who(others)} {_verb(others, 'is', 'are')} still in ({order.why}): "
+                  f"{_verb([node], 'it', 'they')} never entered {_calls(others)}")
+        return [_cause(graph, [node], "medium", "program-order", reason)]
     sizes = sorted({len(n.ranks) for n in nodes})
     pairing = all(n.place is not None and n.place.wait is not None and n.place.wait.kind == "p2p" for n in nodes)
     if len(sizes) > 1 and not pairing:
@@ -186,9 +194,12 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {_verb(others, 'waits', 'wait')} "
                   f"in {_calls(others)} and for {_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
                   f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else ""))
+        if ahead is not None and ahead[0] not in smallest:  # program order points the other way: both are guesses
+            sure = "low"
+            reason += (f"; but {_who([ahead[0]])} may be the ones that went on ({ahead[1].why}): the source's loops "
+                       f"(attach reads them) would tell")
         return [_cause(graph, smallest, sure, "odd-one-out", reason)]
     if all(n.state == COMMUNICATING for n in nodes):
-        ahead = _ahead_of_all(nodes, graph.blocks)
         if ahead is not None:
             node, order = ahead
             others = [n for n in nodes if n is not node]

@@ -199,6 +199,9 @@ RULES: tuple[WaitRule, ...] = (
     R("dataloader", "torch", "torch/utils/data/dataloader.py", "_try_get_data|_get_data", op="next batch",
       says="waiting for a batch from the DataLoader's worker processes"),
     R("", "torch", "torch/utils/data/dataloader.py", "_next_data|__next__", role="layer"),
+    R("dataloader", "fairseq", "fairseq/data/iterators.py", "BufferedIterator.__next__|__next__", op="next batch",
+      says="waiting for a batch from fairseq's BufferedIterator (its background thread reads the DataLoader)"),
+    R("", "fairseq", "fairseq/data/iterators.py", ".*", role="layer"),
     # wrappers between a wait and the code that asked for it: transparent
     R("", "torch", "torch/nn/modules/module.py", "_call_impl|_wrapped_call_impl|__call__|Module._call_impl|"
       "Module._wrapped_call_impl", role="layer"),

@@ -146,7 +146,7 @@ def _device_edges(node: Node, nodes: list[Node], edges: list[Edge]) -> list[Edge
     issue them too: a rank that is out of the job's calls (idle in a task loop, a local wait, gone) is the likely
     one; a rank inside a call that does not wait for this one may not have issued it yet. Ranks that wait for this
     one are past that point."""
-    waiting_for_it = {e.waiter for e in edges if e.target == node.id}
+    waiting_for_it = {e.waiter for e in edges if e.target == node.id and e.strength != "possible"}
     found = []
     for other in nodes:
         if other.id == node.id or other.id in waiting_for_it:

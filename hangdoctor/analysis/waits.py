@@ -21,13 +21,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangdoctor.analysis.frameworks import BARRIER_OPS, OP_NAMES, SOURCE_RULES
+from hangdoctor.analysis.frameworks import OP_NAMES, SOURCE_RULES
 from hangdoctor.analysis.call_semantics import ROWS
 from hangdoctor.analysis.wait_rules import COMM_KINDS, WaitRule, active_call_rows, active_rules
 from hangdoctor.model import Frame, Stack
 
 _SURE_ORDER = {"high": 0, "medium": 1, "low": 2}
-BARRIER_NAMES = frozenset(BARRIER_OPS.split("|"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +125,8 @@ class WaitTable:
             if named:
                 call = frames[named[-1]]
                 op = _base(call.name)
-                if rule.kind == "collective" and op in BARRIER_NAMES:  # a framework's sync that is a barrier
-                    kind = "barrier"
+        if kind == "collective" and not rule.op and any(r.kind == "barrier" for _, r in voters):
+            kind = "barrier"  # a framework's sync (Lightning's reduce) that blocks in a barrier
         op = op or (_base(call.name) if _base(call.name) in OP_NAMES else rule.kind)
         return Wait(op=op, kind=kind, caller=caller, call=call, says=rule.says, sure=sure,
                     evidence="native" if call.native else "frame", framework=rule.framework)

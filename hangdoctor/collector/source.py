@@ -69,7 +69,7 @@ def frame_blocks(infos: list) -> dict:
             continue
         if path not in parsed:
             if time.monotonic() - started > BLOCKS_BUDGET_S:
-                break
+                continue  # no more parsing; frames of files already parsed still get their blocks
             parsed[path] = _ranges(path, ast)
         ranges = parsed[path]
         if ranges is None:
@@ -98,16 +98,18 @@ def _ranges(path: str, ast) -> list | None:
 
 
 def _frames(infos: list, *, outermost_first: bool):
-    """The Python frames (py-spy JSON, with absolute file names) of every thread of every sample, once each."""
+    """The Python frames (py-spy JSON, with absolute file names) of every thread of every sample, once each: the
+    main threads' first (where ranks part), then the others'."""
+    threads = [(info, t) for info in infos for sample in info.get("samples", []) for t in sample.get("pyspy_json") or []
+               if isinstance(t, dict)]
+    main = [t for info, t in threads if t.get("os_thread_id") == info.get("pid") or t.get("thread_name") == "MainThread"]
+    chosen = {id(t) for t in main}
     seen = set()
-    for info in infos:
-        for sample in info.get("samples", []):
-            for thread in sample.get("pyspy_json") or []:
-                frames = thread.get("frames") if isinstance(thread, dict) else None
-                frames = [f for f in frames or [] if isinstance(f, dict) and not f.get("module")
-                          and str(f.get("filename", "")).endswith(".py")]
-                for frame in reversed(frames) if outermost_first else frames:
-                    key = (frame.get("filename"), frame.get("line"))
-                    if key not in seen:
-                        seen.add(key)
-                        yield frame
+    for thread in main + [t for _, t in threads if id(t) not in chosen]:
+        frames = [f for f in thread.get("frames") or [] if isinstance(f, dict) and not f.get("module")
+                  and str(f.get("filename", "")).endswith(".py")]
+        for frame in reversed(frames) if outermost_first else frames:
+            key = (frame.get("filename"), frame.get("line"))
+            if key not in seen:
+                seen.add(key)
+                yield frame

@@ -7,9 +7,15 @@ import json
 
 import pytest
 
-from tests.hangdoctor.corpus.check import CORPUS, entries, problems
+from tests.hangdoctor.corpus.check import CORPUS, entries, known_miss, problems
 from tests.hangdoctor.corpus.live import LiveJob, load_cases
 from tests.support import PYTHON, REPO, child_env, run_bounded
+
+def _param(name: str):
+    """A live case whose attach form is a known miss (case.json's known_miss) is expected to fail, strictly."""
+    why = known_miss(CORPUS / name, {"paths": ["attach"]})
+    return pytest.param(name, marks=[pytest.mark.xfail(reason=why, strict=True)] if why else [])
+
 
 LIVE = sorted(name for name, case in load_cases().items() if not case.shape and not case.gpu)
 
@@ -23,7 +29,7 @@ def attach_expectations(name: str) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("name", LIVE)
+@pytest.mark.parametrize("name", [_param(name) for name in LIVE])
 def test_live_case_attach(name, tmp_path):
     expect = attach_expectations(name)
     with LiveJob(load_cases()[name], tmp_path / "job") as job:

@@ -29,6 +29,16 @@ def entries(case: Path) -> list[tuple[dict, dict]]:
     return [(entry, {**data["expect"], **entry.get("expect", {})}) for entry in data["analyze"]]
 
 
+def known_miss(case: Path, entry: dict) -> str:
+    """Why hangdoctor is known to get this form of the case wrong (case.json's "known_miss": {"forms": [paths
+    joined by '+', or "all"], "why": ...}), or "" when it must be right."""
+    miss = json.loads((case / "case.json").read_text()).get("known_miss")
+    if not miss:
+        return ""
+    forms = miss.get("forms", "all")
+    return miss["why"] if forms == "all" or "+".join(entry["paths"]) in forms else ""
+
+
 def unfold(text: str) -> list[int]:
     ranks = []
     for part in str(text).split(","):
