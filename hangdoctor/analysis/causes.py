@@ -1,16 +1,20 @@
 """The cause, read off the wait-for graph (waitgraph.py): the ranks the others wait for, directly or through
 others, that do not themselves wait for a peer.
 
-    1. The graph's sinks: groups of nodes that no edge leaves. A sink of one node that others wait for is a cause:
-       a busy or sleeping rank, a local wait, a rank that did not answer, one outside any call.
+    1. The graph's sinks: groups of nodes that no edge leaves (possible edges aside, unless nothing else is
+       found). A sink of one node that others wait for is a cause: a busy or sleeping rank, a local wait, a rank
+       that did not answer, one outside any call. A rank in a call waits for someone, even unseen: never a sink.
     2. A sink of several nodes is a cycle: they wait for each other. It is broken, in this order, by
-       - evidence: edges weaker than the strongest in the cycle are dropped (a local `src=3` outweighs a
-         default group we assumed); if that leaves a direction, its sink is the cause;
+       - evidence: the doubtful edges (possible, then assumed) are dropped; if that leaves a direction, its sink
+         is the cause;
        - the schedule: two pipeline phases of one step (call_semantics.py), the side in the earlier phase has
          finished this step's exchanges with the other and gone on into the next step: it never entered the call
          the other waits in;
+       - a wrong peer: a receive from a rank that is itself receiving (or a send to a sender);
        - program order when the source says one side left a loop the others are still in (ahead.py);
        - the odd one out: fewer ranks in one call than in the others (not for sends and receives, which pair);
+         only low when the lines say another side went further;
+       - program order from the lines alone, between ranks all in calls; then a side in no call;
        - else a true tie: every side stays a low suspect, and the report says what would break it.
 Confidence comes from the evidence and from what the cause is doing; nothing is confident against an edge.
 """
