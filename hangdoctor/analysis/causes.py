@@ -177,7 +177,8 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         node, order = ahead
         others = [n for n in nodes if n is not node]
         reason = (f"left the loop that {_who(others)} {_verb(others, 'is', 'are')} still in ({order.why}): "
-                  f"{_verb([node], 'it', 'they')} never entered {_calls(others)}")
+                  f"{_verb([node], 'it', 'they')} never entered {_calls(others)} and "
+                  f"{_verb([node], 'waits', 'wait')} in {_calls([node])} instead")
         return [_cause(graph, [node], "medium", "program-order", reason)]
     sizes = sorted({len(n.ranks) for n in nodes})
     pairing = all(n.place is not None and n.place.wait is not None and n.place.wait.kind == "p2p" for n in nodes)
