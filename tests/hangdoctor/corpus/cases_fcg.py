@@ -2,7 +2,19 @@
 crashed rank cannot exit (a non-daemon thread), ... each hung the way its public thread reports (see each case.json's
 source and thread)."""
 
+import socket
+from pathlib import Path
+
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+from tests.support import PYTHON
+
+
+def _free_port() -> str:
+    """`accelerate launch` has no standalone rendezvous: give it a port nobody holds now (its default is 29500)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
 
 # lincc-frameworks/hyrax PR #1011 + mlc-ai/pith-train PR #31 in the DDP tutorial trainer, 3 ranks: rank 1 raises on a
 # corrupt sample and cannot exit (a non-daemon monitor thread); 0 and 2 wait in DDP's gradient all_reduce.
@@ -15,7 +27,6 @@ register(LiveCase("fcg_ddp_crash_nondaemon_exit", torchrun(3, "fcg_ddp_crash_non
 import shlex  # noqa: E402
 
 from tests.hangdoctor.corpus.live import FIXTURES  # noqa: E402
-from tests.support import PYTHON  # noqa: E402
 
 register(LiveCase(
     "fcg_ddp_nan_breakpoint_filtered",
@@ -23,3 +34,12 @@ register(LiveCase(
                  f"--local-ranks-filter 0 {shlex.quote(str(FIXTURES / 'fcg_ddp_nan_breakpoint_filtered.py'))}"),
     ranks=3, settle=2.0,
 ))
+
+# EleutherAI/lm-evaluation-harness#1743 (batch_size auto:2 under `accelerate launch`), 3 ranks: rank 1 has an odd number
+# of reordered requests and re-detects its batch size alone at its last request (the detection's gather); 0 and 2
+# wait in evaluate's barrier.
+register(LiveCase("fcg_accel_autobatch_regather",
+                  (str(Path(PYTHON).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "3",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "--main_process_port", _free_port(), "{fixtures}/fcg_accel_autobatch_regather.py"),
+                  ranks=3, settle=2.0))
