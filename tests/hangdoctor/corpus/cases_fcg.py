@@ -43,3 +43,8 @@ register(LiveCase("fcg_accel_autobatch_regather",
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                    "--main_process_port", _free_port(), "{fixtures}/fcg_accel_autobatch_regather.py"),
                   ranks=3, settle=2.0))
+
+# deepspeedai/DeepSpeed#6634 on DeepSpeedExamples' MoE setup, 3 ranks (EP=3): rank 2's prompts are longest, it stops
+# generating first and waits in all_gather_object; 0 and 1 wait in the MoE layer's dispatch all-to-all.
+register(LiveCase("fcg_ds_moe_generate_early_stop", torchrun(3, "fcg_ds_moe_generate_early_stop.py"), ranks=3,
+                  env={"DS_ACCELERATOR": "cpu"}, settle=2.0))
