@@ -48,3 +48,16 @@ register(LiveCase("fcg_accel_autobatch_regather",
 # generating first and waits in all_gather_object; 0 and 1 wait in the MoE layer's dispatch all-to-all.
 register(LiveCase("fcg_ds_moe_generate_early_stop", torchrun(3, "fcg_ds_moe_generate_early_stop.py"), ranks=3,
                   env={"DS_ACCELERATOR": "cpu"}, settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcg_*; see cases_shapes.py for the mechanism).
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+
+# Ray Train V2 TorchTrainer + Lightning on 4 GPU workers, the checkpointing guide's callback with its rank guard
+# (ray-project/ray#56997): workers 1-3 wait in Trainer.save_checkpoint's NCCL barrier, worker 0 in ray.train.report's
+# SynchronizationActor barrier; the driver, the TrainController and the SynchronizationActor are processes too.
+register(LiveCase(
+    "fcg_ray_train_lightning_report_ckpt",
+    in_tree("fcg_ray_train_lightning_report_ckpt", f"{shlex.quote(PYTHON)} train.py"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcg_ray_train_lightning_report_ckpt"),
+))
