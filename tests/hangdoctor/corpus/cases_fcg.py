@@ -1,6 +1,10 @@
-"""First-contact batch G (fourth first-contact round, part G): live cases from public reports on a DDP trainer whose
-crashed rank cannot exit (a non-daemon thread), ... each hung the way its public thread reports (see each case.json's
-source and thread)."""
+"""First-contact batch G (fourth first-contact round, part G): live cases from public reports on the DDP tutorial
+trainer (a crashed rank that cannot exit: a non-daemon thread), the minGPT DDP trainer (a NaN detector that drops one
+rank into torch.distributed.breakpoint under --local-ranks-filter), lm-evaluation-harness under accelerate
+(batch_size auto:2 re-detecting on one rank only) and DeepSpeed-MoE expert-parallel generation (one rank stops
+decoding first), and a shape case from a public thread on Ray Train's TorchTrainer with Lightning (the checkpointing
+guide's rank-guarded save_checkpoint), each hung the way its public thread reports (see each case.json's source and
+thread)."""
 
 import socket
 from pathlib import Path
