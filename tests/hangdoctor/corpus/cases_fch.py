@@ -1,0 +1,13 @@
+"""First-contact batch H (fourth first-contact round, part H): live cases from public reports on PyTorch Lightning
+(a prepare_data that calls a download helper ending in a world barrier), a torchtitan-style FSDP2 loop (an
+out-of-memory handler that runs a collective) and a torchrun elastic restart whose resume reads a checkpoint file
+some nodes cannot see yet (torch.distributed.checkpoint + a rank-0 train-state file), and shape cases from public
+threads on DeepSpeed-Chat's step-3 generation under ZeRO-3 and OpenRLHF's weight-sync group with a dead vLLM engine,
+each hung the way its public thread reports (see each case.json's source and thread)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# facebookresearch/mmf PR #921 with Lightning 2.x's _InfiniteBarrier, 3 ranks: prepare_data (rank 0 only) calls a
+# download helper that ends in dist.barrier().
+register(LiveCase("fch_lightning_prepare_data_barrier", torchrun(3, "fch_lightning_prepare_data_barrier.py"),
+                  ranks=3, settle=3.0))
