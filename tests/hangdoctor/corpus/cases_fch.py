@@ -11,3 +11,8 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # download helper that ends in dist.barrier().
 register(LiveCase("fch_lightning_prepare_data_barrier", torchrun(3, "fch_lightning_prepare_data_barrier.py"),
                   ranks=3, settle=3.0))
+
+# pytorch/pytorch#44353, mosaicml/composer PR #2117 in a torchtitan-style FSDP2 loop, 3 ranks: rank 1's logits do
+# not fit, its OOM handler skips the batch and all-reduces a "skip" flag the others never send.
+register(LiveCase("fch_titan_oom_skip_allreduce", torchrun(3, "fch_titan_oom_skip_allreduce.py"), ranks=3,
+                  settle=2.0))
