@@ -16,3 +16,12 @@ register(LiveCase("fch_lightning_prepare_data_barrier", torchrun(3, "fch_lightni
 # not fit, its OOM handler skips the batch and all-reduces a "skip" flag the others never send.
 register(LiveCase("fch_titan_oom_skip_allreduce", torchrun(3, "fch_titan_oom_skip_allreduce.py"), ranks=3,
                   settle=2.0))
+
+# KempnerInstitute/KempnerForge#49 (CheckpointManager.load's per-rank train_state.pt exists() before PR #50) after a
+# torchrun elastic restart, 2 "nodes" x 2 ranks: node 1's NFS client still remembers train_state.pt as missing.
+from tests.hangdoctor.corpus.live import TORCHRUN  # noqa: E402
+
+register(LiveCase("fch_elastic_resume_stale_train_state",
+                  (*TORCHRUN, "--max-restarts=1", "--nproc-per-node=4",
+                   "{fixtures}/fch_elastic_resume_stale_train_state.py"),
+                  ranks=4, settle=2.0, start_timeout=300.0))
