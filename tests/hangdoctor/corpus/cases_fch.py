@@ -25,3 +25,26 @@ register(LiveCase("fch_elastic_resume_stale_train_state",
                   (*TORCHRUN, "--max-restarts=1", "--nproc-per-node=4",
                    "{fixtures}/fch_elastic_resume_stale_train_state.py"),
                   ranks=4, settle=2.0, start_timeout=300.0))
+
+
+# Shape cases (fixtures/corpus/shapes/fch_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import shape_env, tree  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# DeepSpeed-Chat step 3 (June 2023) on 4 GPUs, ZeRO-3 for every model, generate without synced_gpus
+# (deepspeedai/DeepSpeed#3550, fixed by DeepSpeedExamples PR #636): rank 2's answers end first; it leaves generate
+# and waits in the reward model's parameter fetch, ranks 0, 1, 3 in the actor's fetch of their next generation step.
+DSCHAT_ARGS = ("--data_path Dahoas/rm-static --data_split 2,4,4 --actor_model_name_or_path facebook/opt-1.3b "
+               "--critic_model_name_or_path /data/step2_output/opt-350m --num_padding_at_beginning 1 "
+               "--per_device_generation_batch_size 4 --per_device_training_batch_size 4 --max_answer_seq_len 256 "
+               "--max_prompt_seq_len 256 --actor_zero_stage 3 --critic_zero_stage 3 "
+               "--output_dir /data/step3_output")
+register(LiveCase(
+    "fch_dschat_zero3_generate",
+    ("sh", "-c", f"cd {shlex.quote(tree('fch_dschat_zero3_generate'))}/training/step3_rlhf_finetuning && exec "
+                 f"{shlex.quote(PYTHON)} {shlex.quote(tree('fch_dschat_zero3_generate') + '/bin/deepspeed')} "
+                 f"--num_gpus 4 main.py {DSCHAT_ARGS}"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fch_dschat_zero3_generate"),
+))
