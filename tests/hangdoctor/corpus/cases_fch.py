@@ -48,3 +48,21 @@ register(LiveCase(
                  f"--num_gpus 4 main.py {DSCHAT_ARGS}"),
     ranks=4, shape=True, settle=2.0, env=shape_env("fch_dschat_zero3_generate"),
 ))
+
+# NeMo r1.21 GPT pretraining (PyTorch Lightning 2.0), TP=4 on 8 GPUs, one SLURM task per GPU: after a day of training
+# every rank waits on its GPU, ranks 0-5 in training_step's self.log (__to_tensor's copy of the lr to the GPU), ranks
+# 6-7 in the step timer's torch.cuda.synchronize() at on_train_batch_end (Lightning-AI/pytorch-lightning#18857's
+# py-spy dumps). The tasks are started by a shell (srun: no Python launcher), in rank order.
+NEMO_ARGS = ("--config-path=conf --config-name=megatron_gpt_config trainer.devices=8 trainer.num_nodes=1 "
+             "trainer.max_steps=300000 model.tensor_model_parallel_size=4 model.pipeline_model_parallel_size=1 "
+             "model.micro_batch_size=1 model.global_batch_size=256 exp_manager.log_step_timing=True")
+_NEMO_DIR = tree("fch_nemo_gpt_log_h2d_hang") + "/examples/nlp/language_modeling"
+register(LiveCase(
+    "fch_nemo_gpt_log_h2d_hang",
+    ("sh", "-c", f"cd {shlex.quote(_NEMO_DIR)}\n"
+                 "for i in 0 1 2 3 4 5 6 7; do\n"
+                 f"  SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NTASKS=8 {shlex.quote(PYTHON)} megatron_gpt_pretraining.py "
+                 f"{NEMO_ARGS} &\n"
+                 "done\nwait"),
+    ranks=8, shape=True, settle=2.0, env=shape_env("fch_nemo_gpt_log_h2d_hang"),
+))
