@@ -169,9 +169,13 @@ RULES: tuple[WaitRule, ...] = (
       "_gather_all_tensors|gather_all_tensors|sync_ddp.*|_simple_gather_all_tensors",
       says="Lightning's metric/log sync across ranks"),
     R("barrier", "lightning", "strategies/", "barrier", says="the strategy's barrier"),
+    R("barrier", "lightning", "utilities/distributed.py", "_InfiniteBarrier.*", op="barrier",
+      says="Lightning's barrier without a timeout (a gloo group's monitored_barrier)"),
     R("collective", "lightning", "strategies/", "reduce|broadcast|all_gather|reduce_boolean_decision"),
     R("device-sync", "lightning", "logger_connector/result.py", "__to_tensor|_ResultCollection__to_tensor|"
       "_to_tensor", op="to_tensor", says="a logged value copied to the device: waits for the GPU", sure="medium"),
+    R("device-sync", "lightning", "core/module.py", ".*__to_tensor|_LightningModule__to_tensor", op="to_tensor",
+      says="self.log copies a value to the device: waits for the GPU", sure="medium"),
     R("collective", "lightning", "logger_connector/result.py", "sync|compute|_sync|reduce", op="all_reduce",
       says="Lightning's sync_dist of a logged value", sure="medium"),
     R("collective", "accelerate", "accelerate/utils/operations.py", "gather|_gpu_gather|_gpu_gather_one|"
@@ -237,6 +241,9 @@ RULES: tuple[WaitRule, ...] = (
       "Connection.recv|Connection.poll|Popen.wait|Popen.poll|BaseProcess.join|put|_send", op="multiprocessing",
       says="another process (a pipe, queue or join)", **GENERIC),
     R("io", "python", "selectors.py", "select|EpollSelector.select|PollSelector.select", op="select", **GENERIC),
+    R("work-wait", "ray", "ray/_private/worker.py", "get|Worker.get_objects|get_objects|wait", op="ray.get",
+      says="a Ray object: another task's or actor's result"),
+    R("", "ray", "ray/_private/", "client_mode_hook.*|.*auto_init_wrapper|wrap_auto_init.*", role="layer"),
     R("io", "ray", "ray/_private/worker.py", "main_loop|Worker.main_loop", op="Ray task loop",
       says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)"),
     R("io", "pyzmq", "zmq/", "poll|Poller.poll|recv.*|Socket.recv.*|send.*|Socket.send.*|select", op="zmq",

@@ -17,6 +17,17 @@ from hangdoctor.model import SetAside
 _LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.launch",
                      "deepspeed.launcher.runner", "accelerate.commands.launch", "accelerate.commands.accelerate_cli")
 _LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
+# process titles (setproctitle's, the command line's first word) of a framework's own processes that are not ranks:
+# an actor idle in Ray's task loop shows nothing else of what it is
+_HELPER_TITLES = (("ray::TrainController", "launcher", "Ray Train's controller"),
+                  ("ray::SynchronizationActor", "worker", "Ray Train's synchronization actor"),
+                  ("ray::_TrainingWorkerGroup", "launcher", "Ray Train's worker group"))
+
+
+def helper_by_title(cmdline: tuple[str, ...]) -> tuple[str, str] | None:
+    """(role, what) for a process whose title names a framework's non-rank process, or None."""
+    title = cmdline[0] if cmdline else ""
+    return next(((role, what) for prefix, role, what in _HELPER_TITLES if title.startswith(prefix)), None)
 
 
 def launcher_by_cmdline(cmdline: tuple[str, ...]) -> str:
@@ -51,9 +62,13 @@ def _describe(found: Found, table: WaitTable) -> tuple[str, bool]:
 
 
 def _communicates(found: Found, table: WaitTable) -> bool:
+    """Its main thread waits in communication that is not itself what makes it a launcher (a Ray driver's
+    ray.get is both a wait and the mark of a driver)."""
     stacks = list(_main_stacks(found))
     wait = table.classify(stacks[-1]) if stacks else None
-    return wait is not None and (wait.communicates or wait.kind == "device-sync")
+    if wait is None or not (wait.communicates or wait.kind == "device-sync"):
+        return False
+    return table.process_role((wait.call,)) is None
 
 
 def _waits_for_children(found: Found, table: WaitTable) -> bool:
@@ -78,13 +93,17 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
         if role is not None and role.kind == "launcher" and _communicates(f, table):
             role = None  # a rank that runs inside a launcher-looking frame (a driver in an engine process)
         program = "" if role is not None else launcher_by_cmdline(f.cmdline)
-        if role is None and not program:
+        titled = helper_by_title(f.cmdline) if role is None and not program else None
+        if role is None and not program and titled is None:
             ranks.append(f)
             continue
         where, idle = _describe(f, table)
-        why = f"{role.op} (its stack)" if role is not None else f"{program} (its command line)"
-        aside.append(SetAside(f.host, f.pid, role.kind if role is not None else "launcher", why, f.cmdline, f.ppid,
-                              where, idle))
+        if titled is not None:
+            kind, why = titled[0], f"{titled[1]} (its process title)"
+        else:
+            kind = role.kind if role is not None else "launcher"
+            why = f"{role.op} (its stack)" if role is not None else f"{program} (its command line)"
+        aside.append(SetAside(f.host, f.pid, kind, why, f.cmdline, f.ppid, where, idle))
     parents = {(f.host, f.ppid) for f in ranks if f.ppid}
     kept = []
     for f in ranks:
