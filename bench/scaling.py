@@ -54,7 +54,8 @@ def ratio(stage: str, small: Callable[[], object], large: Callable[[], object], 
 
 
 def table(title: str, sizes: tuple[str, str], ratios: list[Ratio]) -> str:
-    lines = [f"### {title}", "", f"| stage | {sizes[0]} | {sizes[1]} | ratio (limit {LIMIT:g}) |", "|---|---:|---:|---:|"]
+    lines = [f"### {title}", "", f"| stage | {sizes[0]} | {sizes[1]} | ratio (limit {LIMIT:g}) |",
+             "|---|---:|---:|---:|"]
     for r in ratios:
         lines.append(f"| {r.stage} | {r.small * 1e3:.2f} ms | {r.large * 1e3:.2f} ms | "
                      f"{r.value:.2f}{'' if r.ok else ' **NOT LINEAR**'} |")

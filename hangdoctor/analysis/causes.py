@@ -306,7 +306,8 @@ def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
     if rule == "evidence" and sure == "high" and strongest < STRENGTH.index("semantic"):
         sure = "medium"
     waiters = sorted({r for e in edges for r in graph.nodes[e.waiter].ranks})
-    reason = f"{len(waiters)} rank{'s' if len(waiters) != 1 else ''} wait for {'it' if len(node.ranks) == 1 else 'them'}"
+    reason = (f"{len(waiters)} rank{'s' if len(waiters) != 1 else ''} wait for "
+              f"{'it' if len(node.ranks) == 1 else 'them'}")
     if rule == "evidence":
         reason += " by the strongest evidence (the other way round was only assumed)"
     return _cause(graph, [node], sure, rule, reason)
