@@ -348,4 +348,4 @@ def _phase(node: Node) -> str:
     return node.phase_says or node.label
 
 
-__all__ = ["Cause", "CONFIDENCE_ORDER", "COMMUNICATING", "read_causes"]
+__all__ = ["Cause", "CONFIDENCE_ORDER", "read_causes"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.call_semantics import ROWS, CallMeaning, meaning
 from hangdoctor.analysis.places import Place
-from hangdoctor.analysis.ranks import BUSY, PROGRESSING, UNKNOWN, RankView
+from hangdoctor.analysis.ranks import BUSY, RankView
 from hangdoctor.analysis.wait_rules import LOCAL_KINDS
 from hangdoctor.model import MISSING
 from topology import ParallelDims, fold_ranks
@@ -306,5 +306,5 @@ def describe(graph: WaitGraph, edge: Edge) -> str:
             f"{'' if len(edge.ranks) == 1 else 's'} {fold_ranks(edge.ranks)} ({edge.strength}: {edge.evidence})")
 
 
-__all__ = ["COMMUNICATING", "DEVICE", "Edge", "LOCAL", "MISSING", "Node", "OUTSIDE", "PROGRESSING", "RUNNING",
-           "SILENT", "STRENGTH", "UNKNOWN", "WaitGraph", "build_graph", "describe"]
+__all__ = ["COMMUNICATING", "DEVICE", "Edge", "LOCAL", "Node", "OUTSIDE", "RUNNING", "SILENT", "STRENGTH", "WaitGraph",
+           "build_graph", "describe"]
