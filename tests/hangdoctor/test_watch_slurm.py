@@ -51,14 +51,26 @@ def events(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_for_event(out: Path, kind: str, timeout: float) -> dict:
+def wait_for_event(out: Path, kind: str, timeout: float, situation=lambda: "") -> dict:
     deadline = time.monotonic() + timeout
     while True:
         found = [e for e in events(out) if e["event"] == kind]
         if found:
             return found[0]
-        assert time.monotonic() < deadline, f"no {kind} event within {timeout:.0f}s: {events(out)}"
+        if time.monotonic() >= deadline:
+            pytest.fail(f"no {kind} event within {timeout:.0f}s: {events(out)}\n{situation()}")
         time.sleep(0.5)
+
+
+def situation(cluster, job_id: str, log: Path, watcher: subprocess.Popen) -> str:
+    """What the cluster, the job's log and the watcher say, for a test that waited in vain."""
+    env = cluster.env(child_env())
+    shown = [run_command(argv, timeout=30, env=env).stdout for argv in
+             (["scontrol", "show", "job", "--oneliner", job_id], ["sinfo", "-N", "-l"], ["squeue", "-a"])]
+    kill_tree(watcher.pid)
+    said = watcher.communicate(timeout=30)[0] if watcher.stdout else ""
+    text = log.read_text(errors="replace") if log.exists() else f"({log} does not exist)"
+    return "\n".join([*shown, f"job log, last lines:\n{text[-3000:]}", f"watch said:\n{said[-3000:]}"])
 
 
 def finish(watcher: subprocess.Popen, timeout: float = 120) -> str:
@@ -75,6 +87,7 @@ def job_state(cluster, job_id: str) -> str:
     return next(f.split("=", 1)[1] for f in shown.stdout.split() if f.startswith("JobState="))
 
 
+@pytest.mark.timeout(600)  # above the event's own bound, so that a failure says what the job and the watch did
 def test_the_trainer_hang_is_caught_while_it_happens_and_the_cancel_ends_the_watch(slurm_cluster, base):
     job = trainer_batch_job(ParallelDims(tp=1, pp=2, dp=1), 1, [*MODEL, "--train-iters", "6", "--run-dir",
                                                                 str(base / "run"), "--pg-timeout", "300", "--fault",
@@ -85,7 +98,8 @@ def test_the_trainer_hang_is_caught_while_it_happens_and_the_cancel_ends_the_wat
     job_id, watcher = start(slurm_cluster, job, out, "--stall", "15", "--startup", "240", "--samples", "2",
                             "--interval", "1", "--timeout", "60", "--pp", "2")
     try:
-        stall = wait_for_event(out, "stall", 360)
+        stall = wait_for_event(out, "stall", 360, lambda: situation(slurm_cluster, job_id,
+                                                                    base / f"trainer-{job_id}.out", watcher))
         assert job_state(slurm_cluster, job_id) == "RUNNING", "the verdict came before the job's timeout"
         logged = parse_log((base / f"trainer-{job_id}.out").read_text())
         assert stall["iteration"] == logged[-1].iteration, stall  # the last iteration the job's log shows

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 
 import pytest
 import torch
@@ -94,6 +95,15 @@ def test_two_checkpoints_compare_with_no_dump_code(runs):
     assert code == 1 and "DIFFERENT: all 19 differences are on all ranks" in out
     code, out, _ = _cli([str(runs / "healthy" / "ckpt"), str(runs / "healthy" / "ckpt" / "global_step2")])
     assert code == 0 and "SAME" in out
+
+
+def test_a_checkpoint_missing_one_stage_file_is_incomplete_never_same(runs, tmp_path):
+    partial = tmp_path / "global_step2"
+    shutil.copytree(runs / "healthy" / "ckpt" / "global_step2", partial)
+    (partial / "mp_rank_01_model_states.pt").unlink()
+    code, out, err = _cli([str(runs / "healthy" / "ckpt" / "global_step2"), str(partial)])
+    assert code == 2 and "SAME" not in out and "INCOMPLETE" in out, out + err
+    assert "no mp_rank_01_model_states.pt (the checkpoint says TP=1 PP=2): pp stage 1, tp rank 0 not compared" in err
 
 
 def test_checkpoint_audit_uses_the_zero_optimizer_groups(runs):

@@ -162,6 +162,21 @@ def test_mixed_pair_and_name_map(tmp_path):
     assert code == 2 and len(errors) == 1 and "a name map is a JSON object" in errors[0]
 
 
+def test_a_name_map_that_merges_two_names_is_refused_never_same(tmp_path):
+    """{"0.": "x.", "1.": "x."} would put 0.weight and 1.weight under one name: the one that differs would be
+    dropped and the rest called SAME (sweep round 2)."""
+    sd = _state()
+    torch.save(sd, tmp_path / "a.pt")
+    changed = {k: v.clone() for k, v in sd.items()}
+    changed["1.weight"][0] += 1
+    torch.save(changed, tmp_path / "b.pt")
+    names = tmp_path / "names.json"
+    names.write_text(json.dumps({"0.": "x.", "1.": "x."}))
+    code, out, errors = _cli([str(tmp_path / "a.pt"), str(tmp_path / "b.pt"), "--name-map", str(names)])
+    assert code == 2 and "SAME" not in out, out
+    assert len(errors) == 1 and "renames '0.weight' and '1.weight' both to 'x.weight'" in errors[0], errors
+
+
 @pytest.fixture(scope="module")
 def dcp_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("dcp")

@@ -100,3 +100,24 @@ def test_tensor_parallel_shards_against_the_whole_model(tmp_path):
                tmp_path / "odd.pt")  # 31 rows: no even split into 2
     code, out, errors = _cli([str(root), str(tmp_path / "odd.pt")])
     assert code == 3 and all("has shape" in e for e in errors) and "shape on" in out
+
+
+def test_a_missing_or_extra_tensor_parallel_slice_is_never_same(tmp_path):
+    """TP=2 with mp_rank_01 gone, against the whole model: half of every split tensor was never compared, so the
+    answer is INCOMPLETE with the slice named, not SAME (sweep round 2); a slice beyond the args' TP is named too."""
+    root = write_checkpoint(tmp_path / "tp2", tp_size=2, pp_size=1)
+    (tmp_path / "hf").mkdir()
+    save_file(whole_model(), str(tmp_path / "hf" / "model.safetensors"))
+    gone = rank_file(root, 2, tp=1, pp=0, pp_size=1).parent
+    gone.rename(tmp_path / "elsewhere")
+    code, out, errors = _cli([str(root), str(tmp_path / "hf")])
+    assert code == 2 and "SAME" not in out and "INCOMPLETE" in out, out
+    assert errors == [f"Error: {root / 'iter_0000002'}: no mp_rank_01/model_optim_rng.pt (its args say TP=2 PP=1): "
+                      "tp rank 1 of pp stage 0 not compared"]
+    (tmp_path / "elsewhere").rename(gone)
+    extra = rank_file(root, 2, tp=2, pp=0, pp_size=1)
+    extra.parent.mkdir()
+    extra.write_bytes(rank_file(root, 2, tp=1, pp=0, pp_size=1).read_bytes())
+    code, out, errors = _cli([str(root), str(tmp_path / "hf")])
+    assert code == 2 and "INCOMPLETE" in out and len(errors) == 1, (out, errors)
+    assert "mp_rank_02/model_optim_rng.pt: beyond the checkpoint's sizes (its args say TP=2 PP=1)" in errors[0]

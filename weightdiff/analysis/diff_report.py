@@ -114,13 +114,15 @@ def summarise(diffs: list[ParamDiff], dims: ParallelDims | None, replicated: boo
     return result
 
 
-def _verdict(params: list[ParamSummary], results: list[PairResult]) -> str:
+def _verdict(params: list[ParamSummary], results: list[PairResult], errors: list[str]) -> str:
+    """"same" only when everything both sides hold was read and compared: a slice, a rank or a file that could
+    not be read (an error) makes it "incomplete"."""
     if params:
         return "different"
     compared = sum(r.n_compared for r in results)
     if compared == 0:
         return "not compared"
-    return "incomplete" if any(r.n_unreadable for r in results) else "same"
+    return "incomplete" if errors or any(r.n_unreadable for r in results) else "same"
 
 
 def _headline(verdict: str, params: list[ParamSummary], dims: ParallelDims | None,
@@ -134,9 +136,12 @@ def _headline(verdict: str, params: list[ParamSummary], dims: ParallelDims | Non
             return f"no tensors to compare in {n_pairs} rank pairs"
         return (f"nothing could be read: 0 of {compared + unread} tensors in {n_pairs} rank pairs compared "
                 "(see the errors on stderr)")
-    if verdict == "incomplete":
+    if verdict == "incomplete" and unread:
         return (f"no differences among the {compared} tensors compared; {unread} tensors in {unread_pairs} of "
                 f"{n_pairs} rank pairs could not be read (see the errors on stderr)")
+    if verdict == "incomplete":
+        return (f"no differences among the {compared} tensors compared in {n_pairs} rank pairs; some of the input "
+                "was not compared (see the errors on stderr)")
     if not params:
         return f"no differences in {n_pairs} rank pairs"
     ranks = sorted({r for p in params for r in p.ranks})
@@ -168,7 +173,7 @@ def build_diff_report(a: Selection, b: Selection, tol: Tolerance, *, jobs: int =
     for r in results:
         errors.extend(r.errors)
     errors = list(dict.fromkeys(errors))  # a file shared by several pairs is one line
-    verdict = _verdict(params, results)
+    verdict = _verdict(params, results, errors)
     return DiffReport(
         a=_side(a), b=_side(b), tolerance=tol,
         dims=grid_json(dims, dumps),

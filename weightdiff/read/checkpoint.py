@@ -198,6 +198,10 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
     dp_degree = int(first.get("dp_world_size") or 1)
     dims = ParallelDims(tp=tp_degree, pp=pp_degree, dp=dp_degree)
     iteration = int(first.get("global_steps") or 0)
+    present = {xx for xx, _ in mp_files}
+    errors += [f"{folder}: no mp_rank_{xx:02d}_model_states.pt (the checkpoint says TP={tp_degree} PP={pp_degree}): "
+               f"pp stage {xx // tp_degree}, tp rank {xx % tp_degree} not compared"
+               for xx in range(tp_degree * pp_degree) if xx not in present]
     stages = []
     for xx, state in states.items():
         pp, tp = divmod(xx, tp_degree)

@@ -121,6 +121,8 @@ def read_megatron(folder: Path) -> tuple[list[RankDump], list[str]]:
     pp = _arg(first, "pipeline_model_parallel_size") or 1 + max(p for p, _ in found)
     dp = _arg(first, "data_parallel_size") or 1
     dims = ParallelDims(tp=tp, pp=pp, dp=dp)
+    errors.extend(_slices_unaccounted(folder, found, dims))
+    states = {key: state for key, state in states.items() if key[0] < pp and key[1] < tp}
     dumps = []
     for (pp_rank, tp_rank), state in sorted(states.items()):
         tensors = model_tensors(state)
@@ -133,3 +135,18 @@ def read_megatron(folder: Path) -> tuple[list[RankDump], list[str]]:
             dims={"tp": tp, "pp": pp, "dp": dp}, replicated_dp=True,
         ))
     return dumps, errors
+
+
+def _slices_unaccounted(folder: Path, found: dict[tuple[int, int], Path], dims: ParallelDims) -> list[str]:
+    """The (pp, tp) slices that the saved args call for and the folder lacks, and those beyond the args' sizes:
+    either way, tensors that are not compared (never a SAME over half a model)."""
+    sizes = f"its args say TP={dims.tp} PP={dims.pp}"
+    lines = [f"{folder}: no {_folder_name(t, p, dims.pp)}/{FILE} ({sizes}): tp rank {t} of pp stage {p} not compared"
+             for p in range(dims.pp) for t in range(dims.tp) if (p, t) not in found]
+    lines += [f"{path}: beyond the checkpoint's sizes ({sizes}); not compared"
+              for (p, t), path in sorted(found.items()) if p >= dims.pp or t >= dims.tp]
+    return lines
+
+
+def _folder_name(tp_rank: int, pp_rank: int, pp_size: int) -> str:
+    return f"mp_rank_{tp_rank:02d}" if pp_size == 1 else f"mp_rank_{tp_rank:02d}_{pp_rank:03d}"

@@ -81,7 +81,13 @@ def _rename_meta(meta: TensorMeta, mapping: dict[str, str]) -> TensorMeta:
 
 
 def _rename_dump(dump: RankDump, mapping: dict[str, str]) -> RankDump:
-    original = {rename(n, mapping): n for n in dump.tensors}
+    original: dict[str, str] = {}
+    for name in dump.tensors:
+        new = rename(name, mapping)
+        if new in original:  # two tensors under one name: one of them would never be compared
+            raise BadInput(f"the name map renames {original[new]!r} and {name!r} both to {new!r} "
+                           f"(in {dump.source}); a map must keep names apart")
+        original[new] = name
     tensors = {rename(n, mapping): _rename_meta(meta, mapping) for n, meta in dump.tensors.items()}
     source = _RenamedSource(dump.tensor_source, dump.tensors, original) if dump.tensor_source is not None else None
     return replace(dump, tensors=tensors, tensor_source=source,
