@@ -52,4 +52,5 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise CommandError(f"no rank in the input: it holds {what}",
                            hint="check the job was running when the dumps were taken, and that its ranks were dumped",
                            exit_code=EXIT_NOT_FOUND)
-    return show(diagnose(collection, all_threads=args.all_threads, table=table), args, out, err)
+    verdict = diagnose(collection, all_threads=args.all_threads, table=table)
+    return show(verdict, args, out, err, inputs=args.paths)

@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 
 from clicore.argtypes import positive_float
+from clicore.outputs import hold_folder
 from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                             INTERRUPTED_TEXT, CommandError)
 from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order, show,
@@ -178,7 +179,17 @@ def make_out(out: Path) -> list[Path]:
         created.append(path)
         path = path.parent
     try:
-        (out / "nodes").mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"cannot create {out}: {exc.strerror or exc}",
+                           hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
+    hold_folder(out, "--out")  # two attaches with one --out: the second is refused before it collects
+    earlier = [p.name for p in (out / "report.json", out / "nodes") if p.exists() and (p.is_file() or any(p.iterdir()))]
+    if earlier:  # checked again under the lock: another run may have finished there meanwhile
+        raise CommandError(f"--out {out} already holds a report ({', '.join(earlier)})",
+                           hint="pass a new folder (by default attach makes one per run)", exit_code=EXIT_USAGE)
+    try:
+        (out / "nodes").mkdir(exist_ok=True)
     except OSError as exc:
         raise CommandError(f"cannot create {out}/nodes: {exc.strerror or exc}",
                            hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
@@ -250,7 +261,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if denied and len(denied) == len(verdict.views):
         raise CommandError(f"ptrace denied for all {len(denied)} ranks: py-spy may not read them",
                            hint=ptrace_hint(len(denied)), exit_code=EXIT_ENVIRONMENT)
-    code = show(verdict, args, out, err, report=report)
+    code = show(verdict, args, out, err, inputs=[folder], report=report)
     from hangdoctor.render.html import render_html  # the picture comes after the verdict is on screen
 
     write_text(folder / "report.html", render_html(verdict))

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from clicore.argtypes import positive_int, rank_count
 from clicore.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
+from clicore.outputs import refuse_overwrite
 from topology import DEFAULT_ORDER, parse_order
 
 if TYPE_CHECKING:  # imported where used: `attach` needs them only once the stacks are in
@@ -72,9 +73,14 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
                             "(default: the main thread only; the verdict is always the main threads')")
 
 
-def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console, *, report: dict | None = None) -> int:
+def show(verdict: Verdict, args: argparse.Namespace, out: Console, err: Console, *, inputs: list[Path],
+         report: dict | None = None) -> int:
     """Print the verdict (report or JSON; `report` is verdict_to_dict(verdict) when already made) on stdout,
-    warnings on stderr, then write the pictures asked for; return the exit code."""
+    warnings on stderr, then write the pictures asked for (never over `inputs` nor a file inside them); return
+    the exit code."""
+    for flag, path in (("--html", args.html), ("--svg", args.svg)):
+        if path is not None:
+            refuse_overwrite(path, inputs, flag)
     for error in verdict.errors:
         err.print(f"Error: {error}", markup=False, highlight=False, soft_wrap=True)
     for warning in verdict.warnings:

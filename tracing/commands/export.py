@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from clicore.outputs import refuse_overwrite
 from tracing.chrome import write_chrome_trace
 from tracing.commands.common import print_warnings, traces_or_error
 
@@ -44,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "-":
         count = write_chrome_trace(traces, sys.stdout)
     else:
+        refuse_overwrite(Path(args.output), [Path(args.path)], "-o")  # never over a ring it reads
         try:
             with open(args.output, "w", encoding="utf-8") as out:
                 count = write_chrome_trace(traces, out)

@@ -21,7 +21,8 @@ from pathlib import Path
 from rich.console import Console
 
 from clicore.errors import EXIT_USAGE, CommandError
-from weightdiff.commands.common import add_common, add_iteration, exit_code, report_problems, tolerance, write_picture
+from weightdiff.commands.common import (add_common, add_iteration, exit_code, refuse_png_over_inputs, report_problems,
+                                        tolerance, write_picture)
 from weightdiff.errors import BadInput
 
 
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from weightdiff.analysis.check_report import build_check_report
     from weightdiff.read.sources import select
 
+    refuse_png_over_inputs(args.png, args.dir)
     tol = tolerance(args)
     try:
         sel = select(args.dir, iteration=args.iteration, tag=args.tag, which="last", prefer_tag="after",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clicore.outputs import refuse_overwrite
 from weightdiff.analysis.compare import Tolerance
 from weightdiff.read.files import why
 
@@ -112,6 +113,12 @@ def add_iteration(parser: argparse.ArgumentParser, flag: str, *, help: str) -> N
 
 def tolerance(args: argparse.Namespace) -> Tolerance:
     return Tolerance(atol=args.atol, rtol=args.rtol)
+
+
+def refuse_png_over_inputs(png: Path | None, *inputs: Path) -> None:
+    """--png may not replace a file it reads nor one inside a folder it reads (checked before any work)."""
+    if png is not None:
+        refuse_overwrite(Path(png), inputs, "--png")
 
 
 def write_picture(draw: Callable[[Path], object], path: Path | None) -> list[str]:

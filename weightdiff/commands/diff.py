@@ -23,7 +23,8 @@ from pathlib import Path
 from rich.console import Console
 
 from clicore.errors import EXIT_USAGE, CommandError
-from weightdiff.commands.common import add_common, add_iteration, exit_code, report_problems, tolerance, write_picture
+from weightdiff.commands.common import (add_common, add_iteration, exit_code, refuse_png_over_inputs, report_problems,
+                                        tolerance, write_picture)
 from weightdiff.errors import BadInput
 
 
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from weightdiff.read.name_map import apply_name_map, load_name_map
     from weightdiff.read.sources import restart_boundary, scan, select
 
+    refuse_png_over_inputs(args.png, args.a, args.b)
     tol = replace(tolerance(args), rounded=args.round)
     if _same_folder(args.a, args.b) and args.a_iteration is None and args.b_iteration is None \
             and args.a.is_dir() and scan(args.a).names:

@@ -14,7 +14,8 @@ from pathlib import Path
 from rich.console import Console
 
 from clicore.errors import EXIT_USAGE, CommandError
-from weightdiff.commands.common import add_jobs, add_png, exit_code, report_problems, write_picture
+from weightdiff.commands.common import (add_jobs, add_png, exit_code, refuse_png_over_inputs, report_problems,
+                                        write_picture)
 from weightdiff.errors import BadInput
 
 
@@ -30,6 +31,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from weightdiff.analysis.drift import build_drift_report
 
+    refuse_png_over_inputs(args.png, args.dir)
     try:
         report = build_drift_report(args.dir, args.name, tag=args.tag, jobs=args.jobs)
     except BadInput as e:
