@@ -8,6 +8,8 @@ imported, so `--help` and a verb's start pay for nothing else.
     clicore.errors    CommandError(message, *, hint, exit_code) and the exit codes
     clicore.app       Tool (name, verbs, epilog) and main(tool, argv, call=..., report=...)
     clicore.jsondoc   document(kind, payload): {"format": "<kind>/<n>", "version": ..., ...}
+    clicore.children  spawn/end/owned: every child in its own process group, ended with the verb (or signal)
+    clicore.outputs   refuse_overwrite/hold_folder: no output over an input or collected evidence
 
 It imports neither torch nor rich: `tracing` runs under whatever Python a job uses, with nothing installed.
 """

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from clicore import __version__
+from clicore.children import owned
 from clicore.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, exit_codes_help
 
 
@@ -90,7 +91,8 @@ def main(tool: Tool, argv: list[str], *, call: Callable[[ModuleType, argparse.Na
         if getattr(args, "_module", None) is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        code = call(args._module, args)
+        with owned():  # no child of the verb outlives it (clicore/children.py)
+            code = call(args._module, args)
     except CommandError as exc:
         report(f"Error: {exc.message}")
         if exc.hint:

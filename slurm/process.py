@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from clicore import children
 from slurm.errors import SlurmCommandMissing
 
 MISSING_HINT = "run this on a SLURM login node (or load the SLURM module); Debian/Ubuntu: apt-get install slurm-client"
@@ -57,14 +58,15 @@ def run_command(
     argv = tuple(str(a) for a in argv)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(
+        proc = children.spawn(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", env=env, cwd=cwd,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         )
     except FileNotFoundError:
         raise SlurmCommandMissing(f"{argv[0]} not found on PATH", MISSING_HINT) from None
     try:
         out, err = proc.communicate(input=input, timeout=timeout)
+        children.end(proc)  # what it left in its group goes with it
         return CommandResult(argv, proc.returncode, out, err, time.monotonic() - start)
     except subprocess.TimeoutExpired:
         kill_group(proc.pid, signal.SIGKILL)
@@ -72,7 +74,11 @@ def run_command(
             out, err = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:  # a grandchild left the group and holds our pipes: stop reading
             out, err = "", ""
+        children.end(proc)
         return CommandResult(argv, None, out or "", err or "", time.monotonic() - start)
+    except BaseException:  # Ctrl-C or SIGTERM while it runs: it gets a moment to end its own children, then goes
+        children.end(proc, grace=children.GRACE)
+        raise
 
 
 def kill_group(pgid: int, sig: int) -> None:

@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from clicore import children
 from slurm.errors import JobNotFound, NotJobOwner, SlurmCommandFailed, SlurmCommandMissing
 from slurm.jobs import check_job_id
 from slurm.nodelist import compress_nodelist
@@ -131,8 +132,8 @@ def run_step_on_each_node(job_id: str | int, nodes: list[str], command: list[str
     argv = step_argv(job_id, nodes, list(command), payload_timeout=command_time_limit(timeout), python=python)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", env=env, start_new_session=True)
+        proc = children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              text=True, errors="replace", env=env)
     except FileNotFoundError:
         raise SlurmCommandMissing("srun not found on PATH", MISSING_HINT) from None
     try:
@@ -141,6 +142,11 @@ def run_step_on_each_node(job_id: str | int, nodes: list[str], command: list[str
     except subprocess.TimeoutExpired:
         out, err = _stop_srun(proc)
         returncode = None
+    except BaseException:  # Ctrl-C or SIGTERM: the step is cancelled on the nodes before we go
+        _stop_srun(proc)
+        children.end(proc)
+        raise
+    children.end(proc)
     answered, incomplete = parse_step_output(out)
     if not answered and not incomplete and returncode not in (None, 0):
         _raise_for_step_failure(job_id, err)

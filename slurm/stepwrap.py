@@ -25,9 +25,10 @@ import subprocess
 import sys
 import time
 
-if __package__ in (None, ""):  # started by file path on a node: make `slurm` importable from here
+if __package__ in (None, ""):  # started by file path on a node: make `slurm` and `clicore` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from clicore import children  # noqa: E402
 from slurm import frames  # noqa: E402
 
 
@@ -35,8 +36,7 @@ def run_wrapped(argv: list[str], timeout: float) -> dict:
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename  # socket.gethostname(), without importing socket
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     except OSError as err:
         return {"node": node, "status": "not started", "returncode": None, "stdout": "",
                 "stderr": f"{argv[0]}: {err.strerror}", "seconds": 0.0}
@@ -54,6 +54,7 @@ def run_wrapped(argv: list[str], timeout: float) -> dict:
         except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipes
             out, err = b"", b""
         status, returncode = "timeout", None
+    children.end(proc)  # whatever it left in its group
     return {
         "node": node, "status": status, "returncode": returncode,
         "stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace"),
@@ -84,7 +85,11 @@ def parse_args(argv: list[str]) -> tuple[float, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     timeout, command = parse_args(sys.argv[1:] if argv is None else argv)
-    record = run_wrapped(command, timeout)
+    try:
+        with children.owned():  # the step cancelled (SIGTERM from slurmstepd): the command's group goes too
+            record = run_wrapped(command, timeout)
+    except KeyboardInterrupt:
+        return 130
     sys.stdout.write("".join(line + "\n" for line in frames.encode(record, record["node"])))
     sys.stdout.flush()
     return 0

@@ -17,6 +17,7 @@ import time
 if __package__ in (None, ""):  # started by file path on a node: make `hangdoctor` and `slurm` importable from here
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from clicore import children  # noqa: E402
 from hangdoctor.collector import node  # noqa: E402
 from hangdoctor.collector.document import PYSPY_MISSING, NodeDocument  # noqa: E402
 from hangdoctor.collector.options import add_arguments, from_namespace  # noqa: E402
@@ -83,7 +84,12 @@ def main(argv=None) -> int:
     def progress(done: int, total: int) -> None:
         print(f"hangdoctor-progress {name} {done}/{total}", file=sys.stderr, flush=True)
 
-    doc = node.collect(options, selection, deadline=deadline, progress=progress if args.progress else None)
+    try:
+        with children.owned():  # srun cancelled, pdsh killed, Ctrl-C: our py-spys end with us
+            doc = node.collect(options, selection, deadline=deadline, progress=progress if args.progress else None)
+    except KeyboardInterrupt:
+        print(f"Error: collector on {name} interrupted", file=sys.stderr)
+        return 130
     emit(doc, args)
     return 0
 

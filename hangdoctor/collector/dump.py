@@ -14,6 +14,8 @@ import selectors
 import subprocess
 import time
 
+from clicore import children
+
 OK, TIMEOUT, PTRACE_DENIED, NOT_PYTHON, GONE, ERROR = "ok", "timeout", "ptrace-denied", "not-python", "gone", "error"
 STOPPED = "stopped"
 
@@ -121,7 +123,7 @@ def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = Tr
                     on_done(pid)
                 continue
             try:
-                proc = subprocess.Popen(
+                proc = children.spawn(
                     pyspy_command(pyspy, pid, json_out=json_out, native=native, nonblocking=nonblocking,
                                   local_vars=local_vars),
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
@@ -158,16 +160,14 @@ def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = Tr
 
 def _finish(job: _Running, result: dict, selector, now: float, timeout: float, json_out: bool) -> None:
     if job.open:
-        job.proc.kill()  # our py-spy, never the target
         for stream in (job.proc.stdout, job.proc.stderr):
             if not stream.closed:
                 selector.unregister(stream)
                 stream.close()
         result.update(status=TIMEOUT, error=f"py-spy did not answer within {timeout:g}s")
-    try:
-        returncode = job.proc.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        returncode = None  # a py-spy stuck in the kernel: abandon it rather than wait
+    # Our py-spy's process group, never the target: also a wrapper's py-spy child. None: stuck in the kernel,
+    # abandoned rather than waited for.
+    returncode = children.end(job.proc)
     if not job.open:
         result.update(outcome(job.pid, -9 if returncode is None else returncode, b"".join(job.out),
                               b"".join(job.err), json_out=json_out))
@@ -183,7 +183,19 @@ def dump_process(pyspy: str, pid: int, *, timeout: float, json_out: bool = True,
 def pyspy_version(pyspy: str) -> str:
     """"0.4.3", or "" when py-spy cannot be run."""
     try:
-        done = subprocess.run([pyspy, "--version"], capture_output=True, timeout=10, env=pyspy_env())
-    except (OSError, subprocess.TimeoutExpired):
+        proc = children.spawn([pyspy, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL, env=pyspy_env())
+    except OSError:
         return ""
-    return done.stdout.decode("utf-8", "replace").strip().replace("py-spy ", "")
+    return version_answer(proc, timeout=10)
+
+
+def version_answer(proc: subprocess.Popen, *, timeout: float) -> str:
+    """The version a started `py-spy --version` prints, "" when it says nothing within `timeout` (a wrapper
+    whose child hangs: the group is ended and the pipe never waited on again)."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out = b""
+    children.end(proc)
+    return out.decode("utf-8", "replace").strip().replace("py-spy ", "")

@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import asdict
 
+from clicore import children
 from hangdoctor.collector import compact, dump, flight, fr_summary, procs, source
 from hangdoctor.collector.document import NodeDocument
 from hangdoctor.collector.options import CollectOptions, Selection
@@ -181,8 +182,8 @@ def _read_fr_dir(doc: NodeDocument, infos: list, folder: str) -> None:
 
 def _start_version(pyspy: str):
     try:
-        return subprocess.Popen([pyspy, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL, env=dump.pyspy_env())
+        return children.spawn([pyspy, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL, env=dump.pyspy_env())
     except OSError:
         return None
 
@@ -190,13 +191,7 @@ def _start_version(pyspy: str):
 def _finish_version(proc) -> str:
     if proc is None or isinstance(proc, str):
         return proc or ""
-    try:
-        out, _ = proc.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return ""
-    return out.decode("utf-8", "replace").strip().replace("py-spy ", "")
+    return dump.version_answer(proc, timeout=5)
 
 
 def _ticks(pid: int):

@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from clicore import children
+from clicore.inputs import InputRefused, read_text
 from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered
@@ -31,9 +33,9 @@ _SAFE = re.compile(r"^[A-Za-z0-9_./:=%+,@-]+$")
 def read_hostfile(path: Path) -> list[str]:
     """DeepSpeed/pdsh hostfile: one `host [slots=N]` per line; '#' comments and blank lines ignored."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CommandError(f"cannot read hostfile {path}: {exc.strerror or exc}", hint="check the path",
+        text = read_text(path, limit=16 << 20, what="a hostfile")
+    except InputRefused as exc:
+        raise CommandError(str(exc), hint="give --hostfile a file of `host slots=N` lines",
                            exit_code=EXIT_USAGE) from None
     hosts = []
     for line in text.splitlines():
@@ -70,13 +72,20 @@ def collect_hostfile(options: CollectOptions, hostfile: Path, *, match: dict, rc
                              node="%h" if rcmd == "exec" else None, chunked=True)
     argv = pdsh_argv(hosts, rcmd, command)
     env = dict(os.environ, PDSH_RCMD_TYPE=rcmd)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, errors="replace", env=env, start_new_session=True)
+    proc = children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          text=True, errors="replace", env=env)
     try:
         out, err = proc.communicate(timeout=options.timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # pdsh and our collectors: never the job's processes
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # a collector left the group and holds the pipe: stop reading
+            out, err = "", ""
+    except BaseException:  # Ctrl-C or SIGTERM: pdsh passes the signal on to its remote commands, then goes
+        children.end(proc, grace=children.GRACE)
+        raise
+    children.end(proc)
     records, broken = frames.decode(out.splitlines())  # pdsh's "host: " before each frame tells hosts apart
     docs = [doc for _, doc in records]
     answered = {doc.get("node") for doc in docs}

@@ -70,12 +70,18 @@ class Recorder:
 def take_verdict(plan: WatchPlan, silent: float, iteration: int | None, record: Recorder) -> Path:
     folder = unique_folder(plan.out, time.strftime("hang-%Y%m%d-%H%M%S"))
     argv = [sys.executable, "-m", "hangdoctor", "attach", *plan.target, *plan.attach_args, "--out", str(folder)]
-    result = run_command(argv, timeout=plan.attach_timeout + ATTACH_MARGIN, env=plan.env)
+    where = f"after iteration {iteration}" if iteration is not None else "before any progress"
+    try:
+        result = run_command(argv, timeout=plan.attach_timeout + ATTACH_MARGIN, env=plan.env)
+    except KeyboardInterrupt:  # the watch is being stopped: the attach was ended; the stall is still recorded
+        record("stall", f"stall: no progress for {silent:.0f}s ({where}); the watch was stopped before its "
+               f"verdict was taken (partial output in {folder}/)", report=str(folder),
+               silent_seconds=round(silent, 1), iteration=iteration, attach_exit=None)
+        raise
     folder.mkdir(parents=True, exist_ok=True)  # attach made it, unless it failed before collecting
     (folder / "report.txt").write_text(result.stdout)
     (folder / "attach.log").write_text(" ".join(argv) + "\n" + result.stderr)
     headline = _headline(folder, result)
-    where = f"after iteration {iteration}" if iteration is not None else "before any progress"
     record("stall", f"stall: no progress for {silent:.0f}s ({where}); verdict in {folder}/: {headline}",
            report=str(folder), silent_seconds=round(silent, 1), iteration=iteration, attach_exit=result.returncode)
     if plan.on_hang:
