@@ -27,11 +27,12 @@ dataloader wait; a work handle under ZeRO-3's `fetch_sub_module` is its paramete
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from clicore.inputs import load_json
 
 KINDS = ("collective", "p2p", "barrier", "work-wait", "ddp-reducer", "store", "device-sync", "lock", "dataloader",
          "sleep", "io", "launcher", "worker")
@@ -75,16 +76,12 @@ class WaitRule:
 
 
 _ENV = "HANGDOCTOR_WAIT_RULES"
+MAX_RULES_BYTES = 16 << 20
 _FIELDS = ("kind", "framework", "file", "function", "op", "native", "says", "sure", "role", "weight")
 
 
 def _rows(path: Path) -> list:
-    try:
-        rows = json.loads(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read wait rules ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: wait rules are not valid JSON ({exc})") from None
+    rows = load_json(path, limit=MAX_RULES_BYTES, what="wait rules")  # InputRefused is a ValueError
     if not isinstance(rows, list):
         raise ValueError(f"{path}: wait rules must be a JSON list of objects")
     for index, row in enumerate(rows):

@@ -8,11 +8,11 @@ A text file's node is its name without a `trace-` prefix and extension ("trace-n
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from clicore.inputs import InputRefused, parse_json, read_bytes
 from hangdoctor.analysis.launchers import set_aside
 from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.formats import faulthandler
@@ -23,6 +23,8 @@ from hangdoctor.formats.pyspy_text import looks_like_text_dump, parse_text
 from hangdoctor.identity import (TopologyFlags, assign_missing_ranks, build_records, guess_topology, natural_key,
                                  split_cmdline)
 from hangdoctor.model import OK, Collection, NodeReport, Sample
+
+MAX_INPUT_BYTES = 4 << 30  # one node's file or one paste; a FIFO or /dev/zero is refused before any of it
 
 _SUFFIXES = (".json", ".out", ".txt", ".log", ".dump", ".trace")
 
@@ -56,7 +58,7 @@ def expand(paths: list[Path]) -> list[Path]:
             else:  # dumps, and Flight Recorder files named <prefix><rank>
                 files.extend(sorted((p for p in path.iterdir() if p.is_file()
                                      and (p.suffix in _SUFFIXES or rank_of(p) is not None)), key=str))
-        elif path.is_file():
+        elif path.is_file() or path.exists():  # a FIFO or a device: read_file refuses it in one line
             files.append(path)
         else:
             raise InputError(f"{path}: no such file or folder")
@@ -79,9 +81,9 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
     """One input file's processes; `extras` collects what it carries beside them."""
     extras = Extras() if extras is None else extras
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raw = read_bytes(path, limit=MAX_INPUT_BYTES, what="a dump")
+    except InputRefused as exc:
+        raise InputError(str(exc)) from None
     if is_pickle(raw):
         return _flight_recorder(path, raw, extras)
     text = raw.decode("utf-8", "replace")
@@ -89,10 +91,10 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
     data = None
     if stripped.startswith(("{", "[")):
         try:
-            data = json.loads(text)
-        except ValueError as exc:
+            data = parse_json(text, where=str(path))
+        except InputRefused as exc:
             if not looks_like_text_dump(text):  # "[rank0]: Thread ..." starts like JSON and is not
-                raise InputError(f"{path}: not valid JSON ({exc})") from None
+                raise InputError(str(exc)) from None
     if data is not None:
         if is_fr_json(data):
             return _flight_recorder(path, raw, extras)

@@ -1,0 +1,73 @@
+"""Reading a user's file, bounded: one reader for every input file and JSON document of the tools.
+
+- Only regular files are read: a FIFO would block the tool forever and /dev/zero fill its memory. The file is
+  opened without blocking and checked again on the open descriptor, so a FIFO swapped in after the check cannot
+  block either.
+- At most `limit` bytes: a larger file is refused with its size, never read into memory first.
+- JSON is strict: `NaN`, `Infinity` and `-Infinity` (Python's json accepts them; no producer of ours writes them)
+  are refused, as is nesting deeper than the parser's recursion can follow (a 40 kB file of `[[[[...`).
+
+Every refusal is an `InputRefused` (a ValueError) whose message is one line naming the file; each tool turns it
+into its own one-line error. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+
+class InputRefused(ValueError):
+    """A file or document that is not read, with a one-line reason that names it."""
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def read_bytes(path: Path, *, limit: int, what: str) -> bytes:
+    """The whole of a regular file of at most `limit` bytes; `what` names the file's role in the message."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputRefused(f"{path}: cannot read {what} ({_why(exc)})") from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+            raise InputRefused(f"{path}: {kind}, not a file; only a regular file is read as {what}")
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise InputRefused(f"{path}: cannot read {what} ({_why(exc)})") from None
+    if len(data) > limit:
+        raise InputRefused(f"{path}: larger than {limit:,} bytes, too large for {what}")
+    return data
+
+
+def read_text(path: Path, *, limit: int, what: str) -> str:
+    """read_bytes decoded as UTF-8 (a bad byte becomes U+FFFD: the text is evidence, not refused for it)."""
+    return read_bytes(path, limit=limit, what=what).decode("utf-8", "replace")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str | bytes, *, where: str) -> Any:
+    """Strict JSON: InputRefused for invalid JSON, non-finite numbers and too deep nesting, named by `where`."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise InputRefused(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as exc:
+        raise InputRefused(f"{where}: not valid JSON ({exc})") from None
+
+
+def load_json(path: Path, *, limit: int, what: str) -> Any:
+    """A regular file's strict JSON document (read_bytes, then parse_json)."""
+    return parse_json(read_bytes(path, limit=limit, what=what), where=str(path))
