@@ -13,6 +13,7 @@ into its own one-line error. Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -71,3 +72,18 @@ def parse_json(text: str | bytes, *, where: str) -> Any:
 def load_json(path: Path, *, limit: int, what: str) -> Any:
     """A regular file's strict JSON document (read_bytes, then parse_json)."""
     return parse_json(read_bytes(path, limit=limit, what=what), where=str(path))
+
+
+_PLAIN = {"str": (str,), "int": (int,), "bool": (bool,), "float": (int, float)}
+
+
+def check_field_types(record: Any) -> None:
+    """ValueError naming the first field of a dataclass read from a user's file whose value is not of its
+    declared plain type (str, int, bool, float): `"file": 5` is refused here, not deep in the analysis."""
+    for f in dataclasses.fields(record):
+        allowed = _PLAIN.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
+        if not f.init or allowed is None:
+            continue
+        value = getattr(record, f.name)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"{f.name} is {value!r}, not a {f.type}")

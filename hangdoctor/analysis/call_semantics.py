@@ -26,6 +26,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clicore.inputs import check_field_types
+from clicore.regex import compile_user_regex
+
 PEERS = ("prev-stage", "next-stage", "neighbour-stage", "last-stage", "group:dp", "group:tp", "group:pp",
          "workers", "threads")
 
@@ -44,10 +47,11 @@ class CallRow:
     _source: re.Pattern | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.peers not in PEERS:
             raise ValueError(f"peers {self.peers!r} is not one of {', '.join(PEERS)}")
-        object.__setattr__(self, "_pattern", re.compile(self.function))
-        object.__setattr__(self, "_source", re.compile(self.source) if self.source else None)
+        object.__setattr__(self, "_pattern", compile_user_regex(self.function, "function"))
+        object.__setattr__(self, "_source", compile_user_regex(self.source, "source") if self.source else None)
 
     def matches(self, name: str, file: str, line_text: str | None) -> bool:
         if self.file not in file:

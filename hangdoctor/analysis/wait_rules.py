@@ -32,7 +32,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clicore.inputs import load_json
+from clicore.inputs import check_field_types, load_json
+from clicore.regex import compile_user_regex
 
 KINDS = ("collective", "p2p", "barrier", "work-wait", "ddp-reducer", "store", "device-sync", "lock", "dataloader",
          "sleep", "io", "launcher", "worker")
@@ -57,16 +58,14 @@ class WaitRule:
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.role not in ROLES:
             raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
         if self.role != "layer" and self.kind not in KINDS:
             raise ValueError(f"kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.sure not in SURE:
             raise ValueError(f"sure {self.sure!r} is not one of {', '.join(SURE)}")
-        try:
-            object.__setattr__(self, "_pattern", re.compile(self.function or ".*"))
-        except re.error as exc:
-            raise ValueError(f"function {self.function!r} is not a regular expression: {exc}") from None
+        object.__setattr__(self, "_pattern", compile_user_regex(self.function or ".*", "function"))
 
     def matches(self, name: str, file: str, native: bool) -> bool:
         if native != self.native or (self.file and self.file not in file):

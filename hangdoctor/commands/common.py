@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from clicore.argtypes import positive_int, rank_count
+from clicore.argtypes import MAX_RANKS, positive_int, rank_count
 from clicore.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
 from clicore.outputs import refuse_overwrite
 from topology import DEFAULT_ORDER, parse_order
@@ -40,6 +41,10 @@ def topology_flags(args: argparse.Namespace) -> TopologyFlags:
     from hangdoctor.identity import TopologyFlags
 
     check_order(args)
+    sizes = [size for size in (args.tp, args.pp, args.dp) if size is not None]
+    if math.prod(sizes) > MAX_RANKS or (args.world_size or 0) > MAX_RANKS:
+        raise CommandError(f"--tp x --pp x --dp is {math.prod(sizes):,} ranks, more than {MAX_RANKS:,}",
+                           hint="give the job's real sizes", exit_code=EXIT_USAGE)
     return TopologyFlags(tp=args.tp, pp=args.pp, dp=args.dp, order=args.order, world_size=args.world_size)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from clicore.argtypes import MAX_RANKS
 from hangdoctor.collector.document import FORMAT
 from hangdoctor.formats import frames as interned
 from hangdoctor.formats.pyspy_json import frame_from_json, locals_of, parse_threads
@@ -152,10 +153,12 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
     for proc in doc.get("processes", []):
         cmdline = tuple(proc.get("cmdline") or ())
         cmdline = cmdlines.setdefault(cmdline, cmdline)  # one tuple for the node's ranks that share it
+        pid = _whole(proc, "pid", low=1, high=1 << 32)
         found.append(Found(
-            host=name, pid=int(proc["pid"]), rank=proc.get("rank"), rank_source=proc.get("rank_key") or "env",
-            local_rank=proc.get("local_rank"), world_size=proc.get("world_size"), cmdline=cmdline,
-            samples=[read_sample(s, table, stacks, with_locals, shapes, int(proc["pid"])) for s in proc.get("samples", [])],
+            host=name, pid=pid, rank=_whole(proc, "rank"), rank_source=proc.get("rank_key") or "env",
+            local_rank=_whole(proc, "local_rank"), world_size=_whole(proc, "world_size", low=1, high=MAX_RANKS + 1),
+            cmdline=cmdline, samples=[read_sample(s, table, stacks, with_locals, shapes, pid)
+                                      for s in proc.get("samples", [])],
             ppid=proc.get("ppid"), gpu=proc.get("gpu"),
             flight_recorder=_fetched_trace(proc, name) if "flight_recorder" in proc else None,
         ))
@@ -166,3 +169,14 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
         seconds=max(0.0, float(doc.get("finished") or 0) - float(doc.get("started") or 0)),
     )
     return report, found
+
+
+def _whole(proc: dict, key: str, *, low: int = 0, high: int = MAX_RANKS) -> int | None:
+    """An integer field of a process in [low, high), or None when absent: a rank of 10**15 or "3" is damage
+    (every loop over ranks would follow it), refused with the field named."""
+    value = proc.get(key)
+    if value is None and key != "pid":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+        raise ValueError(f"process field {key!r} is {value!r}, not a whole number in [{low}, {high:,})")
+    return value

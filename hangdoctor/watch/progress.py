@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from clicore.regex import compile_user_regex
 from hangdoctor.watch.logtail import LogTail
 from throughput.megatron_log import parse_iteration_line
 
@@ -27,11 +28,7 @@ class Step:
 
 def compile_iteration_regex(text: str) -> re.Pattern:
     """Raises ValueError with a one-line reason."""
-    try:
-        pattern = re.compile(text)
-    except re.error as exc:
-        raise ValueError(f"--iteration-regex {text!r}: {exc}") from None
-    return pattern
+    return compile_user_regex(text, "--iteration-regex")
 
 
 def iteration_of(line: str, pattern: re.Pattern | None) -> int | None:

@@ -1,0 +1,107 @@
+"""Bad input from the second sweep (issue 26), one table row per input, through the real command: exit 2 or 3,
+exactly one `Error:` line naming what is wrong, never a traceback, and every run bounded (a FIFO or /dev/zero
+read would block or fill memory: `run_bounded` fails the row instead of hanging the suite).
+
+The readers behind the rows: clicore/inputs.py (regular files only, a size bound, strict JSON, field types),
+clicore/regex.py (a repeat inside a repeat refused), the rank bound of the topology flags and of node files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support import PYTHON, REPO, child_env, run_bounded
+
+ATTACH_FOLDER = REPO / "tests" / "hangdoctor" / "corpus" / "deepspeed_launcher" / "attach"
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    argv: Callable[[Path], list[str]]  # given a fresh folder, the hangdoctor arguments
+    code: int
+    says: str  # a part of the one Error: line
+
+
+def fifo(tmp: Path) -> str:
+    os.mkfifo(tmp / "fifo")
+    return str(tmp / "fifo")
+
+
+def written(name: str, text: str) -> Callable[[Path], str]:
+    def make(tmp: Path) -> str:
+        (tmp / name).write_text(text)
+        return str(tmp / name)
+    return make
+
+
+def node_file_with(**changes) -> Callable[[Path], str]:
+    """The corpus node file with the first rank's process fields replaced."""
+    def make(tmp: Path) -> str:
+        doc = json.loads((ATTACH_FOLDER / "nodes" / "node1.json").read_text())
+        proc = next(p for p in doc["processes"] if p.get("rank") is not None)
+        proc.update(changes)
+        (tmp / "node1.json").write_text(json.dumps(doc))
+        return str(tmp / "node1.json")
+    return make
+
+
+def rules(rows: list[dict]) -> Callable[[Path], str]:
+    return written("rules.json", json.dumps(rows))
+
+
+def analyze_with_rules(make: Callable[[Path], str]) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["analyze", str(ATTACH_FOLDER), "--wait-rules", make(tmp)]
+
+
+RULE = {"framework": "mine", "file": "", "function": "wait_for_peer", "kind": "collective"}
+ROWS = [
+    Row("a FIFO as a dump", lambda t: ["analyze", fifo(t)], 3, "a FIFO, not a file"),
+    Row("/dev/zero as a dump", lambda t: ["analyze", "/dev/zero"], 3, "/dev/zero: a device, not a file"),
+    Row("JSON nested 20,000 deep", lambda t: ["analyze", written("deep.json", "[" * 20000 + "]" * 20000)(t)], 3,
+        "JSON nested too deeply"),
+    Row("JSON Infinity", lambda t: ["analyze", node_file_with(rank=float("inf"))(t)], 3,
+        "Infinity is not a JSON number"),
+    Row("a node file's world_size 10**15", lambda t: ["analyze", node_file_with(world_size=10**15)(t)], 3,
+        "process field 'world_size' is 1000000000000000"),
+    Row("a node file's rank as a string", lambda t: ["analyze", node_file_with(rank="3")(t)], 3,
+        "process field 'rank' is '3'"),
+    Row("a node file's pid as a string", lambda t: ["analyze", node_file_with(pid="x")(t)], 3,
+        "process field 'pid' is 'x'"),
+    Row("--dp x --tp beyond the rank bound", lambda t: ["analyze", str(ATTACH_FOLDER), "--dp", "4194304", "--tp",
+                                                        "4194304"], 2, "more than 4,194,304"),
+    Row("--wait-rules a FIFO", analyze_with_rules(fifo), 2, "a FIFO, not a file"),
+    Row("--wait-rules /dev/zero", lambda t: ["analyze", str(ATTACH_FOLDER), "--wait-rules", "/dev/zero"], 2,
+        "a device, not a file"),
+    Row('--wait-rules "file": 5', analyze_with_rules(rules([{**RULE, "file": 5}])), 2, "row 0: file is 5, not a str"),
+    Row("--wait-rules (a+)+$", analyze_with_rules(rules([{**RULE, "function": "(a+)+$"}])), 2,
+        "repeats a repeat"),
+    Row("--wait-rules Infinity", analyze_with_rules(written("rules.json", '[{"weight": Infinity}]')), 2,
+        "Infinity is not a JSON number"),
+    Row("--hostfile a FIFO", lambda t: ["attach", "--hostfile", fifo(t)], 2, "a FIFO, not a file"),
+    Row("--iteration-regex (a+)+$", lambda t: ["watch", "--pid", "1", "--log", written("log", "")(t),
+                                               "--iteration-regex", "(a+)+$"], 2, "repeats a repeat"),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_bad_input_gives_one_line(tmp_path: Path, row: Row):
+    result = run_bounded([PYTHON, "-m", "hangdoctor", *row.argv(tmp_path)], timeout=60, env=child_env(), cwd=REPO)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode == row.code and len(errors) == 1 and row.says in errors[0], (result.returncode, errors)
+
+
+def test_the_corpus_node_file_is_still_read(tmp_path):
+    """The control row: the same file unchanged is read (the rows above fail for their change alone)."""
+    shutil.copy(ATTACH_FOLDER / "nodes" / "node1.json", tmp_path / "node1.json")
+    result = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(tmp_path / "node1.json")], timeout=60,
+                         env=child_env(), cwd=REPO)
+    assert result.returncode in (0, 1) and "Error:" not in result.stderr, result.stderr[-2000:]
