@@ -28,8 +28,11 @@ import pickle
 import re
 import stat
 
+from clicore.argtypes import MAX_RANKS  # a rank in a file name beyond it is not a rank
+
 FORMAT = "hangdoctor-fr-summary/1"
 GAP = "-"
+MAX_GAP = 100_000  # ids a group's entries may skip in all (torch keeps them consecutive; a few are evicted)
 MAX_BYTES = 512 << 20  # a dump of 20,000 entries with stacks is a few MB
 _RANK = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
 
@@ -50,9 +53,10 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def rank_in_name(name: str) -> int | None:
-    """torch names dumps <prefix><rank>: "fr_rank_3" -> 3 (also with .json, .pkl)."""
+    """torch names dumps <prefix><rank>: "fr_rank_3" -> 3 (also with .json, .pkl); None past MAX_RANKS."""
     match = _RANK.search(name)
-    return int(match[1]) if match else None
+    rank = int(match[1]) if match and len(match[1]) < 12 else None
+    return rank if rank is not None and rank < MAX_RANKS else None
 
 
 def decode(data: bytes) -> object:
@@ -61,14 +65,34 @@ def decode(data: bytes) -> object:
         raise DecodeError(f"{len(data) >> 20} MiB is more than a Flight Recorder dump holds")
     if data[:1] == b"\x80":
         try:
-            return _PlainUnpickler(io.BytesIO(data)).load()
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-                MemoryError, RecursionError) as exc:
+            loaded = _PlainUnpickler(io.BytesIO(data)).load()
+        except Exception as exc:  # noqa: BLE001 - any failure of plain-data unpickling means "not a dump"
             raise DecodeError(f"not a readable Flight Recorder pickle ({exc or type(exc).__name__})") from None
+        _check_expanded_size(loaded, budget=4 * len(data) + 100_000)
+        return loaded
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise DecodeError(f"not a Flight Recorder dump (neither its pickle nor its JSON: {exc})") from None
+
+
+def _check_expanded_size(obj: object, *, budget: int) -> None:
+    """A pickle may refer to one object many times (and to itself): a few hundred bytes can stand for a tree of
+    2**60 nodes, which every later walk (str, json, the summary) would expand. Count the tree as it will be
+    walked, shared references included, and refuse it past `budget` nodes (a real dump is a tree, a few nodes
+    per byte at most)."""
+    stack, seen = [obj], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            raise DecodeError("its objects refer to each other over and over (shared or circular references): "
+                              "not a Flight Recorder dump")
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
 
 
 def read_regular(path: str) -> bytes:
@@ -177,6 +201,8 @@ def summarize(raw: dict) -> dict:
     groups = {}
     for name, seqs in per_group.items():
         first, end = min(seqs), max(seqs)
+        if end - first >= 4 * len(seqs) + MAX_GAP:  # one code per id: a span of 10**15 ids is damage, not a dump
+            raise ValueError(f"group {name}: collective_seq_id from {first} to {end} for {len(seqs)} entries")
         codes, times, previous = [], [], None
         for seq in range(first, end + 1):
             found = seqs.get(seq)

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clicore.argtypes import MAX_RANKS
 from hangdoctor.collector.fr_summary import FORMAT as SUMMARY
 from hangdoctor.collector.fr_summary import (GAP, DecodeError, decode, op_of, rank_in_name, read_regular, shapes,
                                              summarize, times_of, what)
@@ -129,7 +130,8 @@ def read_fr(path: Path, data: bytes | None = None) -> FrDump:
     """One rank's dump. Raises FrError."""
     rank = rank_of(path)
     if rank is None:
-        raise FrError(f"{path}: no rank at the end of the file name (torch names dumps <prefix><rank>)")
+        raise FrError(f"{path}: no rank (0 to {MAX_RANKS - 1:,}) at the end of the file name (torch names dumps "
+                      "<prefix><rank>)")
     try:
         raw = decode(read_regular(str(path)) if data is None else data)
     except OSError as exc:

@@ -133,13 +133,32 @@ def test_a_pickle_that_would_run_code_is_refused_and_never_runs(tmp_path, capsys
     assert not marker.exists(), "the payload ran"
 
 
-@pytest.mark.parametrize("damage", ["truncated", "foreign", "json-shape"])
+def _shared_references() -> bytes:
+    """A few hundred bytes that stand for a tree of 2**60 lists: each level refers twice to the one below."""
+    nested: list = []
+    for _ in range(60):
+        nested = [nested, nested]
+    return pickle.dumps({"version": "2.10", "entries": [{"input_sizes": nested}], "pg_status": {}})
+
+
+def _seq_span(good: bytes) -> bytes:
+    """One entry's collective_seq_id set to 10**15: one code per id would be a string of 10**15 characters."""
+    dump = pickle.loads(good)  # our own fixture file
+    next(e for e in dump["entries"] if not e.get("is_p2p"))["collective_seq_id"] = 10**15
+    return pickle.dumps(dump)
+
+
+@pytest.mark.timeout(60)  # each damage is refused at once: none may take minutes
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "json-shape", "shared-references", "binbytes8",
+                                    "seq-span"])
 def test_damaged_and_foreign_files_are_one_error_line_and_the_rest_is_analysed(tmp_path, capsys, damage):
     folder = tmp_path / "fr"
     shutil.copytree(FR / "skip_allreduce", folder)
     good = (folder / "fr_rank_3").read_bytes()
-    bad = {"truncated": good[: len(good) // 2], "foreign": b"\x89PNG\r\n\x1a\n" + os.urandom(64),
-           "json-shape": b'{"entries": 5, "pg_status": {}}'}[damage]
+    bad = {"truncated": lambda: good[: len(good) // 2], "foreign": lambda: b"\x89PNG\r\n\x1a\n" + os.urandom(64),
+           "json-shape": lambda: b'{"entries": 5, "pg_status": {}}', "shared-references": _shared_references,
+           "binbytes8": lambda: b"\x80\x04\x8e" + (2**64 - 1).to_bytes(8, "little") + b"x.",  # sweep round 2
+           "seq-span": lambda: _seq_span(good)}[damage]()
     (folder / "fr_rank_3").write_bytes(bad)
     (folder / "fr_rank_3.json").unlink()
     code = main(["analyze", str(folder), "--tp", "2", "--json"])

@@ -20,6 +20,7 @@ import pytest
 from tests.support import PYTHON, REPO, child_env, run_bounded
 
 ATTACH_FOLDER = REPO / "tests" / "hangdoctor" / "corpus" / "deepspeed_launcher" / "attach"
+FR_DUMP = REPO / "tests" / "hangdoctor" / "data" / "fr" / "skip_allreduce" / "fr_rank_3"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,13 @@ def fifo(tmp: Path) -> str:
 def written(name: str, text: str) -> Callable[[Path], str]:
     def make(tmp: Path) -> str:
         (tmp / name).write_text(text)
+        return str(tmp / name)
+    return make
+
+
+def copied(source: Path, name: str) -> Callable[[Path], str]:
+    def make(tmp: Path) -> str:
+        shutil.copy(source, tmp / name)
         return str(tmp / name)
     return make
 
@@ -85,6 +93,9 @@ ROWS = [
         "repeats a repeat"),
     Row("--wait-rules Infinity", analyze_with_rules(written("rules.json", '[{"weight": Infinity}]')), 2,
         "Infinity is not a JSON number"),
+    Row("a Flight Recorder file named for rank 99999999999",
+        lambda t: ["analyze", copied(FR_DUMP, "fr_rank_99999999999")(t)],
+        3, "no rank (0 to 4,194,303) at the end of the file name"),
     Row("--hostfile a FIFO", lambda t: ["attach", "--hostfile", fifo(t)], 2, "a FIFO, not a file"),
     Row("--iteration-regex (a+)+$", lambda t: ["watch", "--pid", "1", "--log", written("log", "")(t),
                                                "--iteration-regex", "(a+)+$"], 2, "repeats a repeat"),
