@@ -24,6 +24,7 @@ D_STATE = "d-state"  # uninterruptible sleep: the kernel holds it (filesystem, d
 STOPPED = "stopped"  # state T/t: SIGSTOPped or held by a debugger; it cannot progress
 ERROR = "error"  # py-spy failed for another reason (its message is kept)
 MISSING = "missing"  # an expected rank that no collector found (dead node, exited before collection)
+NO_FR_DUMP = "no-flight-recorder-dump"  # Flight Recorder dumps alone: a rank none of whose dump was read
 STATUSES = (OK, TIMEOUT, PTRACE_DENIED, NOT_PYTHON, GONE, D_STATE, STOPPED, ERROR, MISSING)
 
 
@@ -179,4 +180,5 @@ class Collection:
     native: bool = False  # native frames were asked for (--native) or are in the dumps
     partial: list[str] = field(default_factory=list)  # why the input is incomplete (a dump cut off, ...)
     flight_recorder: list = field(default_factory=list)  # formats.flight_recorder.FrDump, one per rank that had one
+    flight_recorder_unread: list[int] = field(default_factory=list)  # ranks whose dump exists, unreadable
     errors: list[str] = field(default_factory=list)  # input files that could not be read (the rest was analysed)

@@ -34,7 +34,8 @@ from hangdoctor.analysis.places import Place, peer_tie, pick_anchor, strip_outsi
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, STUCK, UNKNOWN, RankView
 from hangdoctor.analysis.wait_rules import LOCAL_KINDS
 from hangdoctor.analysis.waitgraph import COMMUNICATING, STRENGTH, Node, WaitGraph, describe
-from hangdoctor.model import D_STATE, ERROR, GONE, MISSING, NOT_PYTHON, PTRACE_DENIED, STOPPED, TIMEOUT, SetAside
+from hangdoctor.model import (D_STATE, ERROR, GONE, MISSING, NO_FR_DUMP, NOT_PYTHON, PTRACE_DENIED, STOPPED, TIMEOUT,
+                              SetAside)
 from topology import ParallelDims
 
 UNRESPONSIVE_REASONS = {
@@ -45,6 +46,7 @@ UNRESPONSIVE_REASONS = {
     NOT_PYTHON: "not Python: py-spy found no Python interpreter in it",
     ERROR: "py-spy failed on it",
     MISSING: "no collector found it (it exited before collection, or its node did not answer)",
+    NO_FR_DUMP: "no Flight Recorder dump of it was read (none given, or its file unreadable; see the errors)",
 }
 _UNRESPONSIVE_SURE = {STOPPED: "high", D_STATE: "high", GONE: "medium", MISSING: "medium"}
 _ORDER = ("busy", "straggler", "local-wait", "unresponsive-high", "other-call", "inside-call", "outside",

@@ -18,7 +18,7 @@ from hangdoctor.analysis.suspects import Suspect, apply_causes, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waitgraph import WaitGraph, build_graph
 from hangdoctor.analysis.waits import WaitTable, default_table
-from hangdoctor.model import OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack
+from hangdoctor.model import NO_FR_DUMP, OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack
 from topology import ParallelDims, fold_ranks
 
 
@@ -74,7 +74,8 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     whole = collection.whole_job and collection.world_size
     fr_ranks = sorted(d.rank for d in collection.flight_recorder)
     fr_only = bool(fr_ranks) and not views  # Flight Recorder dumps alone: who is missing is who has no dump
-    expected = collection.world_size if whole else len(views or fr_ranks)
+    unread = collection.flight_recorder_unread
+    expected = collection.world_size if whole else len(views or set(fr_ranks) | set(unread))
     missing = [r for r in range(expected) if r not in views] if whole and not fr_only else []
     responded = sorted(r for r, v in views.items() if v.responded)
     unresponsive: dict[str, list[int]] = {}
@@ -95,7 +96,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects = apply_causes(suspects, causes, graph, dims)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
-        suspects, hints = with_sequence(sequences, suspects, hints, dims)
+        suspects, hints = with_sequence(sequences, suspects, hints, dims, unread)
     stacks = {rank: view.stack for rank, view in views.items() if view.stack}
     silent = {status: [r for r in ranks if not views[r].stack] for status, ranks in unresponsive.items()}
     if missing:
@@ -116,11 +117,20 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     if not fr_only:
         title = headline(hung, views, places, expected, len(responded), missing, unresponsive)
     else:
-        missing, responded = [r for r in range(expected) if r not in fr_ranks] if whole else [], fr_ranks
+        no_dump = [r for r in range(expected) if r not in fr_ranks] if whole else sorted(unread)
+        missing, responded = [], fr_ranks
+        if no_dump:  # no collector looked for them: what is absent is their dump
+            unresponsive[NO_FR_DUMP] = no_dump
         title = f"Flight Recorder dumps of {len(fr_ranks)}/{expected} ranks"
         first = next(iter(merge_alike(sequences, dims)), None)
-        title += (f"; first parting at #{first.parting.seq} of the {first.name}" if first else
-                  "; every group's members issued the same collectives")
+        if first:
+            title += f"; first parting at #{first.parting.seq} of the {first.name}"
+        elif not any(d.count for d in collection.flight_recorder):
+            title += "; the dumps hold no collectives: nothing to compare"
+        elif unread:
+            title += f"; no parting among the dumps read (rank {fold_ranks(unread)}: unreadable)"
+        else:
+            title += "; every group's members issued the same collectives"
     if partial:
         title += f"; partial: {len(partial)} dump{'s' if len(partial) > 1 else ''} cut off"
     return Verdict(
@@ -136,7 +146,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
 
 
 def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: list[str],
-                  dims: ParallelDims | None) -> tuple[list[Suspect], list[str]]:
+                  dims: ParallelDims | None, unread: list[int] = ()) -> tuple[list[Suspect], list[str]]:
     """The Flight Recorder's evidence before the stacks': its suspects first (a stack suspect of the same ranks
     takes its evidence and becomes certain), its partings first among the hints."""
     everyone, groups = groups, merge_alike(groups, dims)
@@ -163,9 +173,14 @@ def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: l
     parted = [statement(g, lambda ranks: who(sorted(ranks), dims)) for g in groups][:4]
     if not parted and everyone:
         last = max((max(g.last_issued.values(), default=0), g.name) for g in everyone)
-        parted = [f"Flight Recorder: in every process group the members issued the same collectives (the {last[1]} "
-                  f"up to #{last[0]}): no rank skipped or reordered one; if ranks still wait, the collective itself "
-                  f"(network, NCCL/gloo) is stuck"]
+        if unread:  # the rank that parted may be one whose dump was not read: never "the collective is stuck"
+            parted = [f"Flight Recorder: among the dumps read, every process group's members issued the same "
+                      f"collectives (the {last[1]} up to #{last[0]}); the dump of rank {fold_ranks(unread)} could not "
+                      "be read, and the parting may be there"]
+        else:
+            parted = [f"Flight Recorder: in every process group the members issued the same collectives (the "
+                      f"{last[1]} up to #{last[0]}): no rank skipped or reordered one; if ranks still wait, the "
+                      "collective itself (network, NCCL/gloo) is stuck"]
     return found + suspects, parted + hints
 
 

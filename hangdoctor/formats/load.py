@@ -75,6 +75,7 @@ class Extras:
     source_blocks: dict = field(default_factory=dict)  # (file, line) -> the loops and conditions around it
     native: bool = False  # a collector was asked for native frames
     flight_recorder: list = field(default_factory=list)  # FrDump per rank
+    fr_unread: list[int] = field(default_factory=list)  # ranks whose Flight Recorder file could not be read
 
 
 def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport], list[Found]]:
@@ -157,6 +158,8 @@ def _flight_recorder(path: Path, raw: bytes, extras: Extras) -> tuple[list[NodeR
     try:
         extras.flight_recorder.append(read_fr(path, raw))
     except FrError as exc:
+        if rank_of(path) is not None:
+            extras.fr_unread.append(rank_of(path))
         raise InputError(str(exc)) from None
     return [], []
 
@@ -199,14 +202,17 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
                      table: WaitTable | None = None, partial: list[str] | None = None,
                      source_lines: dict | None = None, native: bool = False,
                      flight_recorder: list | None = None, errors: list[str] | None = None,
-                     source_blocks: dict | None = None) -> Collection:
+                     source_blocks: dict | None = None, fr_unread: list[int] | None = None) -> Collection:
     """Set launchers and workers aside, merge samples of the same process, settle identities (ranks,
     coordinates) once, and wrap everything analysis needs."""
     notes = list(warnings or [])
     flight_recorder = list(flight_recorder or [])
+    unread = list(fr_unread or [])
     for f in found:  # traces fetched live, by the collectors
         if isinstance(f.flight_recorder, str):
             notes.append(f"rank {f.rank} on {f.host}: {f.flight_recorder}")
+            if f.rank is not None:
+                unread.append(f.rank)
         elif f.flight_recorder is not None:
             flight_recorder.append(f.flight_recorder)
     found, aside = set_aside(merge_samples(found), table or default_table())
@@ -217,10 +223,12 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
         samples = most
     notes += assign_missing_ranks(found)
     fr = _one_per_rank(flight_recorder or [], notes)
+    unread = sorted(set(unread) - {d.rank for d in fr})
     if fr and flags.world_size is None and not any(f.world_size for f in found):
-        # the dumps' own evidence: the default group's members, else one dump per rank
+        # the dumps' own evidence: the default group's members, else one dump per rank (read or not)
         default = next((d.group_ranks["0"] for d in fr if d.group_ranks.get("0")), ())
-        flags = replace(flags, world_size=len(default) or max(max(d.rank for d in fr) + 1, len(found)))
+        flags = replace(flags, world_size=max(len(default), max(d.rank for d in fr) + 1, *(r + 1 for r in unread),
+                                              len(found)))
     dims, dims_source, world, topo_notes = guess_topology(found, flags)
     notes += topo_notes
     records, record_notes = build_records(found, dims)
@@ -229,7 +237,8 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
     return Collection(records=records, dims=dims, dims_source=dims_source, world_size=world, nodes=reports,
                       source=source, samples=samples, interval=interval, warnings=notes, set_aside=aside,
                       source_lines=dict(source_lines or {}), native=native, partial=list(partial or []),
-                      flight_recorder=fr, errors=list(errors or []), source_blocks=dict(source_blocks or {}))
+                      flight_recorder=fr, errors=list(errors or []), source_blocks=dict(source_blocks or {}),
+                      flight_recorder_unread=unread)
 
 
 def _one_per_rank(dumps: list, notes: list[str]) -> list:
@@ -262,9 +271,10 @@ def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None 
         raise InputError(f"no dump files in {', '.join(map(str, paths))}")
     reports, found, extras, errors, total = [], [], Extras(), [], len(files)
     named = [p for p in files if p.suffix not in _SUFFIXES and rank_of(p) is not None and _starts_with(p, b"\x80")]
-    for result in read_many(named):  # torch's pickled Flight Recorder dumps, named <prefix><rank>
+    for path, result in zip(named, read_many(named)):  # torch's pickled Flight Recorder dumps, <prefix><rank>
         if isinstance(result, FrError):
             errors.append(str(result))
+            extras.fr_unread.append(rank_of(path))
         else:
             extras.flight_recorder.append(result)
     files = [p for p in files if p not in set(named)] if named else files
@@ -286,7 +296,7 @@ def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None 
     return build_collection(merge_same_host(reports), found, flags, source=what, warnings=extras.notes, table=table,
                             partial=extras.partial, source_lines=extras.source_lines, native=extras.native,
                             flight_recorder=extras.flight_recorder, errors=errors,
-                            source_blocks=extras.source_blocks)
+                            source_blocks=extras.source_blocks, fr_unread=extras.fr_unread)
 
 
 def _starts_with(path: Path, prefix: bytes) -> bool:

@@ -210,3 +210,34 @@ def test_the_first_mismatch_is_the_one_torchfrtrace_finds(case, tmp_path):
     sides = issued | {frozenset(ours.parting.never)} if ours.parting.never else issued
     # torchfrtrace names the ranks that differ from its reference (rank 0's entry): one side of our parting
     assert frozenset(named) in sides or frozenset(set(GROUPS[case][group]) - named) in sides
+
+
+def test_an_unreadable_dump_is_never_read_as_the_collective_being_stuck(tmp_path, capsys):
+    """shape: rank 1 reduces [2, 2] where 0 and 2 reduce [4]. With rank 1's file damaged, ranks 0 and 2 agree:
+    the verdict must not say that no rank parted and the collective itself is stuck (sweep round 2)."""
+    folder = tmp_path / "fr"
+    folder.mkdir()
+    for rank in (0, 2):
+        shutil.copy(FR / "shape" / f"fr_rank_{rank}", folder)
+    (folder / "fr_rank_1").write_bytes((FR / "shape" / "fr_rank_1").read_bytes()[:50])
+    code = main(["analyze", str(folder), "--json"])
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert code == 1 and "Traceback" not in err
+    assert data["headline"] == "Flight Recorder dumps of 2/3 ranks; no parting among the dumps read (rank 1: unreadable)"
+    assert data["unresponsive"]["no-flight-recorder-dump"]["ranks"] == [1] and not data["missing"]["ranks"]
+    assert not any("is stuck" in hint for hint in data["hints"])
+    assert any("the dump of rank 1 could not be read, and the parting may be there" in h for h in data["hints"])
+
+
+def test_dumps_without_entries_compare_nothing(tmp_path, capsys):
+    folder = tmp_path / "fr"
+    folder.mkdir()
+    for rank in range(3):
+        dump = pickle.loads((FR / "shape" / f"fr_rank_{rank}").read_bytes())  # our own fixture files
+        dump["entries"] = []
+        (folder / f"fr_rank_{rank}").write_bytes(pickle.dumps(dump))
+    main(["analyze", str(folder), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["headline"].endswith("; the dumps hold no collectives: nothing to compare"), data["headline"]
+    assert not any("issued the same collectives" in hint for hint in data["hints"])
