@@ -18,6 +18,7 @@ from hangdoctor.analysis.suspects import Suspect, apply_causes, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waitgraph import WaitGraph, build_graph
 from hangdoctor.analysis.waits import WaitTable, default_table
+from hangdoctor.collector.document import DEADLINE
 from hangdoctor.model import NO_FR_DUMP, OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack
 from topology import ParallelDims, fold_ranks
 
@@ -109,11 +110,13 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     warnings = list(collection.warnings)
     if PTRACE_DENIED in unresponsive:
         warnings.append(ptrace_hint(len(unresponsive[PTRACE_DENIED])))
+    partial = list(collection.partial)
     for node in collection.nodes:
-        if not node.ok or node.error:
+        if DEADLINE in node.error:  # cut short: fewer samples than asked, so the answer is partial (exit 1)
+            partial.append(f"node {node.name}: {node.error}")
+        elif not node.ok or node.error:
             warnings.append(f"node {node.name}: {node.error or 'failed'}")
     hung = hung_or_not(views, places, collection.samples)
-    partial = list(collection.partial)
     if not fr_only:
         title = headline(hung, views, places, expected, len(responded), missing, unresponsive)
     else:
@@ -132,7 +135,9 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         else:
             title += "; every group's members issued the same collectives"
     if partial:
-        title += f"; partial: {len(partial)} dump{'s' if len(partial) > 1 else ''} cut off"
+        cut = [p for p in partial if DEADLINE not in p]
+        title += f"; partial: {len(cut)} dump{'s' if len(cut) > 1 else ''} cut off" if cut else \
+            "; partial: the collection's deadline came before every sample was taken"
     return Verdict(
         headline=title,
         hung=hung, expected=expected, responded=responded, unresponsive=unresponsive, missing=missing,

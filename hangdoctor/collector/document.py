@@ -17,6 +17,7 @@ from hangdoctor.collector import compact
 
 FORMAT = compact.MERGED  # "hangdoctor-node/2"
 PYSPY_MISSING = "pyspy-missing"  # the `fatal` value when no stack could be taken on the node
+DEADLINE = "deadline reached"  # a node error that begins so: fewer samples than asked were taken
 
 
 @dataclass

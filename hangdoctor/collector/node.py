@@ -17,7 +17,7 @@ from dataclasses import asdict
 
 from clicore import children
 from hangdoctor.collector import compact, dump, flight, fr_summary, procs, source
-from hangdoctor.collector.document import NodeDocument
+from hangdoctor.collector.document import DEADLINE, NodeDocument
 from hangdoctor.collector.options import CollectOptions, Selection
 
 D_STATE, STOPPED = "d-state", "stopped"
@@ -113,7 +113,7 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
                 time.sleep(wait)
         remaining = None if deadline is None else deadline - time.time()
         if remaining is not None and remaining <= 0.2:
-            doc.errors.append(f"deadline reached: {index} of {samples} samples taken")
+            doc.errors.append(f"{DEADLINE}: {index} of {samples} samples taken")
             break
         timeout = options.dump_timeout
         if remaining is not None:

@@ -143,3 +143,4 @@ def test_sigterm_to_watch_during_its_attach_records_the_stall_and_leaves_nothing
     assert "the watch was stopped before its verdict was taken" in events[0]["text"]
     assert _wait_for(lambda: not _processes_with(token), 5), "the attach's py-spy outlived the watch"
     assert not _processes_with(str(out)), "the watch's attach outlived it"  # attach --out lies under out
+

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support import PYTHON, REPO, child_env, run_bounded
+from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 
 ATTACH_FOLDER = REPO / "tests" / "hangdoctor" / "corpus" / "deepspeed_launcher" / "attach"
 FR_DUMP = REPO / "tests" / "hangdoctor" / "data" / "fr" / "skip_allreduce" / "fr_rank_3"
@@ -116,3 +119,20 @@ def test_the_corpus_node_file_is_still_read(tmp_path):
     result = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(tmp_path / "node1.json")], timeout=60,
                          env=child_env(), cwd=REPO)
     assert result.returncode in (0, 1) and "Error:" not in result.stderr, result.stderr[-2000:]
+
+
+def test_an_attach_cut_short_by_its_deadline_is_partial_exit_1(tmp_path):
+    """400 samples cannot be taken in 5 s (a dump takes tens of ms): the answer is partial, and says so, where it
+    exited 0 as if complete (sweep round 2)."""
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        time.sleep(0.3)
+        result = subprocess.run([PYTHON, "-m", "hangdoctor", "attach", "--pid", str(target.pid), "--samples", "400",
+                                 "--interval", "0.01", "--timeout", "5", "--json", "--out", str(tmp_path / "out")],
+                                capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=60)
+    finally:
+        kill_tree(target.pid)
+    data = json.loads(result.stdout)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert data["headline"].endswith("; partial: the collection's deadline came before every sample was taken")
+    assert any("deadline reached" in p and "of 400 samples taken" in p for p in data["partial"]), data["partial"]
