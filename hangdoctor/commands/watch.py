@@ -20,6 +20,7 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -103,6 +104,21 @@ def _check(args: argparse.Namespace) -> list[str] | None:
                            exit_code=EXIT_USAGE) from None
     if not argv:
         raise CommandError("--on-hang is empty", hint="e.g. --on-hang 'mail -s hang me@example.org'",
+                           exit_code=EXIT_USAGE)
+    found = shutil.which(argv[0])  # refused now, not at the first stall hours later
+    if found is None or not os.path.isfile(found):
+        why = "a folder" if os.path.isdir(argv[0]) else "not executable" if os.path.exists(argv[0]) else "not found"
+        raise CommandError(f"--on-hang {argv[0]}: {why}", hint="a program on PATH or an executable file",
+                           exit_code=EXIT_USAGE)
+    try:
+        with open(found, "rb") as handle:
+            head = handle.read(4)
+    except OSError as exc:
+        raise CommandError(f"--on-hang {argv[0]}: cannot read ({exc.strerror or exc})",
+                           hint="a program on PATH or an executable file", exit_code=EXIT_USAGE) from None
+    if not head.startswith((b"#!", b"\x7fELF")):
+        raise CommandError(f"--on-hang {argv[0]}: neither a program nor a script starting with #!",
+                           hint="add a #! line (e.g. #!/bin/sh) or run it through its interpreter",
                            exit_code=EXIT_USAGE)
     return argv
 

@@ -104,6 +104,9 @@ def _run_on_hang(plan: WatchPlan, folder: Path, record: Recorder) -> None:
     except SlurmCommandMissing:
         record("on-hang", f"--on-hang: {plan.on_hang[0]} not found", code=None)
         return
+    except OSError as exc:  # removed or made unrunnable since the start: said, and the watch goes on
+        record("on-hang", f"--on-hang: {plan.on_hang[0]} cannot run ({exc.strerror or exc})", code=None)
+        return
     (folder / "on-hang.log").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
     status = "killed after {:.0f}s".format(ON_HANG_TIMEOUT) if result.timed_out else f"exit {result.returncode}"
     record("on-hang", f"--on-hang {plan.on_hang[0]} ran ({status})", code=result.returncode)

@@ -64,6 +64,14 @@ def node_file_with(**changes) -> Callable[[Path], str]:
     return make
 
 
+def watch_on_hang(tmp: Path, script: str, mode: int) -> list[str]:
+    """A watch whose --on-hang would fail at the first stall (hours later): refused at the start instead."""
+    path = tmp / "notify"
+    path.write_text(script)
+    path.chmod(mode)
+    return ["watch", "--pid", "1", "--log", written("log", "")(tmp), "--on-hang", str(path)]
+
+
 def rules(rows: list[dict]) -> Callable[[Path], str]:
     return written("rules.json", json.dumps(rows))
 
@@ -99,6 +107,12 @@ ROWS = [
     Row("a Flight Recorder file named for rank 99999999999",
         lambda t: ["analyze", copied(FR_DUMP, "fr_rank_99999999999")(t)],
         3, "no rank (0 to 4,194,303) at the end of the file name"),
+    Row("--on-hang a script without #!", lambda t: watch_on_hang(t, "echo hang\n", 0o755), 2,
+        "neither a program nor a script starting with #!"),
+    Row("--on-hang a file not executable", lambda t: watch_on_hang(t, "#!/bin/sh\necho hang\n", 0o644), 2,
+        "not executable"),
+    Row("--on-hang a folder", lambda t: ["watch", "--pid", "1", "--log", written("log", "")(t), "--on-hang", str(t)], 2,
+        "a folder"),
     Row("--hostfile a FIFO", lambda t: ["attach", "--hostfile", fifo(t)], 2, "a FIFO, not a file"),
     Row("--iteration-regex (a+)+$", lambda t: ["watch", "--pid", "1", "--log", written("log", "")(t),
                                                "--iteration-regex", "(a+)+$"], 2, "repeats a repeat"),
