@@ -1,9 +1,10 @@
 """The complete lines a growing log gained since the last call, as `tail -F` follows it.
 
 A line still being written waits for its newline. A log that shrinks (truncated, `> train.log`) or is replaced
-(rotated: another inode at the same path) is read again from its start, and `events` says so once. Only a regular
-file is read (a FIFO at the path would block forever), at most `CHUNK` bytes per call, so a huge backlog is
-taken in steps and every call is bounded.
+(rotated: another inode at the same path) is read again from its start, and `events` says so once. A carriage
+return ends a line too (a progress bar redrawn in place), and an unfinished line is kept to its last MAX_LINE
+bytes. Only a regular file is read (a FIFO at the path would block forever), at most `CHUNK` bytes per call, so
+a huge backlog is taken in steps and every call is bounded.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import stat
 from pathlib import Path
 
 CHUNK = 8 << 20
+MAX_LINE = 1 << 20  # bytes of an unfinished line kept
 
 
 class LogTail:
@@ -54,7 +56,10 @@ class LogTail:
         finally:
             os.close(fd)
         self.offset += len(data)
-        *lines, self.partial = (self.partial + data).split(b"\n")
+        # tqdm and its kin redraw one line with "\r": each redraw is a line (a "\r\n" cut between two reads
+        # gives one empty line more, which nothing matches)
+        *lines, partial = (self.partial + data).replace(b"\r", b"\n").split(b"\n")
+        self.partial = partial[-MAX_LINE:]  # a line that never ends is kept to its last MAX_LINE bytes
         return [line.decode("utf-8", errors="replace") for line in lines]
 
     def take_events(self) -> list[str]:

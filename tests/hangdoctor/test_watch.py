@@ -58,6 +58,22 @@ def test_log_tail_follows_truncation_and_rotation_and_never_reads_a_fifo(tmp_pat
     assert fifo_tail.new_lines() == [] and fifo_tail.take_events() == ["not a regular file"]
 
 
+def test_a_progress_bar_redrawn_with_carriage_returns_is_progress_and_its_line_stays_bounded(tmp_path):
+    """tqdm writes "\r 41%|####| 41/100" with no newline until the end: each redraw is progress (sweep round 2:
+    read as one unfinished line, a false stall, and a line buffer that grew without bound)."""
+    log = tmp_path / "train.log"
+    log.write_bytes(b"".join(f"\r step {i}/100 |{'#' * i}".encode() for i in range(1, 41)))
+    progress = LogProgress(log, compile_iteration_regex(r"step (\d+)"), from_end=False)
+    assert [s.iteration for s in progress.poll(1.0)] == list(range(1, 40)), "each finished redraw; the 40th is open"
+    with open(log, "ab") as handle:
+        handle.write(b"\r step 41/100 |\r\n")
+        handle.write(b"x" * (3 << 20))  # a line that never ends
+    assert [s.iteration for s in progress.poll(2.0)] == [40, 41]
+    for _ in range(3):
+        progress.poll(3.0)
+    assert len(progress.tail.partial) <= 1 << 20
+
+
 def test_progress_is_a_higher_iteration_megatron_or_regex(tmp_path):
     assert iteration_of(LINE, None) == 7
     assert iteration_of("step 12 loss 3.1", compile_iteration_regex(r"step (\d+)")) == 12
