@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
+from clicore.argtypes import MAX_RANKS
 from topology.dims import ParallelDims
 
 
@@ -40,6 +41,8 @@ def parse_ranks(text: str) -> list[int]:
             raise ValueError(f"bad rank range {piece!r} in {text!r}; expected forms like 0-5,8") from None
         if first < 0 or last < first:
             raise ValueError(f"bad rank range {piece!r} in {text!r}; expected forms like 0-5,8")
+        if last >= MAX_RANKS:  # 0-99999999999 would take minutes and gigabytes to expand
+            raise ValueError(f"rank range {piece!r} in {text!r} goes past rank {MAX_RANKS - 1:,}")
         result.update(range(first, last + 1))
     return sorted(result)
 

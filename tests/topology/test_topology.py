@@ -60,6 +60,8 @@ def test_fold_and_parse_ranks_round_trip():
     assert fold_ranks([]) == ""
     with pytest.raises(ValueError, match="bad rank range"):
         parse_ranks("3-1")
+    with pytest.raises(ValueError, match="goes past rank 4,194,303"):  # not minutes and gigabytes of expansion
+        parse_ranks("0-99999999999")
 
 
 def test_describe_ranks_by_coordinates():
