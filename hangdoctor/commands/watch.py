@@ -85,7 +85,10 @@ def _check(args: argparse.Namespace) -> list[str] | None:
     if args.run_id and not args.local:
         raise CommandError("--run-id goes with --local", hint="hangdoctor watch --local --run-id ID",
                            exit_code=EXIT_USAGE)
-    if args.samples < 1 or (args.samples - 1) * args.interval >= args.timeout:
+    if args.samples < 1:
+        raise CommandError(f"--samples {args.samples}: at least one sample is needed", hint="e.g. --samples 3",
+                           exit_code=EXIT_USAGE)
+    if (args.samples - 1) * args.interval >= args.timeout:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} does not fit in --timeout "
                            f"{args.timeout:g}", hint="e.g. --samples 3 --interval 2 --timeout 90", exit_code=EXIT_USAGE)
     if args.iteration_regex:
@@ -186,7 +189,8 @@ def _progress(args: argparse.Namespace, log: Path | None, running: bool) -> list
         sources.append(LogProgress(log, pattern))
     if args.heartbeat is not None:
         if not args.heartbeat.is_file():
-            raise CommandError(f"heartbeat {args.heartbeat}: no such file", hint="pass a file the job touches while it "
+            what = "not a regular file" if args.heartbeat.exists() else "no such file"
+            raise CommandError(f"heartbeat {args.heartbeat}: {what}", hint="pass a file the job touches while it "
                                "runs", exit_code=EXIT_NOT_FOUND)
         sources.append(HeartbeatProgress(args.heartbeat))
     if not sources:

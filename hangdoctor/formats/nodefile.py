@@ -6,6 +6,7 @@ per node, from frames interned across nodes; each rank's sample then costs a few
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from clicore.argtypes import MAX_RANKS
@@ -140,7 +141,7 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
     if not is_node_doc(doc):
         raise ValueError(f"not a hangdoctor node document (expected format {FORMAT})")
     if doc["format"] not in READABLE:
-        raise ValueError(f"node format {doc['format']} is newer than this hangdoctor reads ({', '.join(READABLE)})")
+        raise ValueError(f"node format {doc['format']} is {_age(doc['format'])} ({', '.join(READABLE)} are read)")
     name = doc.get("node") or fallback_name
     try:
         raw_table = doc.get("frame_table") or []
@@ -180,3 +181,13 @@ def _whole(proc: dict, key: str, *, low: int = 0, high: int = MAX_RANKS) -> int 
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
         raise ValueError(f"process field {key!r} is {value!r}, not a whole number in [{low}, {high:,})")
     return value
+
+
+def _age(name: object) -> str:
+    """"newer than this hangdoctor reads" only for a later version of our own format; an older or foreign one
+    is said as such."""
+    version = re.fullmatch(r"hangdoctor-node/(\d+)", str(name))
+    if version is None:
+        return "not one hangdoctor writes"
+    newest = max(int(f.rsplit("/", 1)[1]) for f in READABLE)
+    return "newer than this hangdoctor reads" if int(version[1]) > newest else "older than this hangdoctor reads"

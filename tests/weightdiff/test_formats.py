@@ -11,6 +11,7 @@ import json
 import pickle
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,36 @@ def test_help_usage_errors_and_safetensors_diffs_run_without_torch(tmp_path):
                        cwd=REPO)
     assert done.returncode == 0, done.output
     assert done.stdout.strip().splitlines()[-1] == "[0, 2, 2, 0, 0, 0] False", done.output
+
+
+def test_nan_is_said_even_when_both_sides_hold_the_same_one(tmp_path):
+    """Two files with the same NaN are equal bit for bit (SAME), but a model holding NaN is broken: a warning
+    names the tensor and counts; a NaN against a number is named in the difference, not left as 'inf'."""
+    w = torch.ones(4)
+    w[1] = float("nan")
+    torch.save({"w": w, "v": torch.zeros(3)}, tmp_path / "a.pt")
+    torch.save({"w": w.clone(), "v": torch.zeros(3)}, tmp_path / "b.pt")
+    fixed = w.clone()
+    fixed[1] = 2.0
+    torch.save({"w": fixed, "v": torch.zeros(3)}, tmp_path / "c.pt")
+    code, out, err = _cli_with_err([str(tmp_path / "a.pt"), str(tmp_path / "b.pt")])
+    assert code == 0 and "SAME" in out
+    assert "Warning: w holds NaN or inf: 1 element(s) in a, 1 in b (of 4)" in err
+    code, out, err = _cli_with_err([str(tmp_path / "a.pt"), str(tmp_path / "c.pt")])
+    assert code == 1 and "NaN or inf in 1 element(s) of a and 0 of b" in out
+    assert "v holds" not in err
+    big = torch.rand(1000, 600).to(torch.bfloat16)  # every element differs: counted from the gaps' sums
+    big[3, 5], big[7, 7] = float("nan"), float("inf")
+    torch.save({"w": big}, tmp_path / "d.pt")
+    torch.save({"w": big + 1}, tmp_path / "e.pt")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = _cli_with_err([str(tmp_path / "d.pt"), str(tmp_path / "e.pt")])
+    assert code == 1 and "Warning: w holds NaN or inf: 2 element(s) in a, 2 in b (of 600,000)" in err
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], "numpy's inf - inf warning leaked"
+
+
+def _cli_with_err(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out=Console(file=out, width=300), err=Console(file=err, width=400))
+    return code, out.getvalue(), err.getvalue()

@@ -51,6 +51,8 @@ class ValueDiff:
     max_index: tuple[int, ...] | None = None
     a_constant: float | None = None  # 0.0 or 1.0 when every element of a equals it
     b_constant: float | None = None
+    a_nonfinite: int = 0  # NaN or inf elements of a (equal bit for bit or not, a model that holds them is broken)
+    b_nonfinite: int = 0
 
     @property
     def mean_abs(self) -> float:
@@ -123,14 +125,16 @@ def _gaps(a: np.ndarray, da: str, b: np.ndarray, db: str, mask: np.ndarray, n: i
     chunk (`_wide`); elements that do not differ get 0."""
     if n * 16 < mask.size:
         positions = np.array([first]) if n == 1 and first is not None else np.flatnonzero(mask)
-        gaps = np.nan_to_num(np.abs(decode(a[positions], da) - decode(b[positions], db)), nan=math.inf)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, NaN: counted, not warned about
+            gaps = np.nan_to_num(np.abs(decode(a[positions], da) - decode(b[positions], db)), nan=math.inf)
     else:
         positions = None
         if da in SIXTEEN_BIT and db in SIXTEEN_BIT:
             gaps = _wide(a, da)  # a new array: subtracted in place
         else:
             gaps = decode(a, da)  # always a new array (astype copies)
-        np.subtract(gaps, _wide(b, db) if gaps.dtype == np.float32 else decode(b, db), out=gaps)
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.subtract(gaps, _wide(b, db) if gaps.dtype == np.float32 else decode(b, db), out=gaps)
         np.abs(gaps, out=gaps)
         if not exact:
             gaps[~mask] = 0.0  # within the tolerance: not a difference
@@ -169,12 +173,35 @@ def compare_tensor(va: Values, vb: Values, name: str, shape: tuple[int, ...], to
         if tol.rounded:
             a, da, b, db = _round_wider(a, da, b, db)
         for start in range(0, a.size, CHUNK):
-            _compare_chunk(result, a[start:start + CHUNK], da, b[start:start + CHUNK], db, tol, offset + start, shape)
+            ca, cb = a[start:start + CHUNK], b[start:start + CHUNK]
+            differing, finite = _compare_chunk(result, ca, da, cb, db, tol, offset + start, shape)
+            if finite:  # every element's |a - b| was summed to a finite number: no NaN or inf on either side
+                continue
+            here = _nonfinite(ca, da)
+            result.a_nonfinite += here
+            result.b_nonfinite += here if not differing else _nonfinite(cb, db)  # equal: the same NaN and inf
     for values in (va, vb):  # this tensor's pages are no longer needed in this process (the page cache keeps them)
         release = getattr(values, "release", None)
         if release is not None:
             release(name)
     return result
+
+
+_EXPONENT = {"bfloat16": 0x7F80, "float16": 0x7C00}  # all exponent bits set (sign aside): inf or NaN
+
+
+def _nonfinite(x: np.ndarray, name: str) -> int:
+    """NaN and inf elements of a chunk: for 16-bit floats held as integers, from the magnitude bits (one masked
+    copy and its maximum; counted only when the maximum says there are some), else numpy's isfinite (float8
+    types and integers: none counted)."""
+    if name in _EXPONENT and x.dtype.kind in "ui":
+        magnitude = np.bitwise_and(x.view(np.uint16), 0x7FFF)
+        if magnitude.size == 0 or magnitude.max() < _EXPONENT[name]:
+            return 0
+        return int(np.count_nonzero(magnitude >= _EXPONENT[name]))
+    if x.dtype.kind in "fc":
+        return int(x.size - np.count_nonzero(np.isfinite(x)))
+    return 0
 
 
 def _sum(gaps: np.ndarray) -> float:
@@ -186,20 +213,24 @@ def _sum(gaps: np.ndarray) -> float:
 
 
 def _compare_chunk(result: ValueDiff, a: np.ndarray, da: str, b: np.ndarray, db: str, tol: Tolerance,
-                   offset: int, shape: tuple[int, ...]) -> None:
-    """Add one chunk's differences (flat elements offset.. of the tensor) to `result`."""
+                   offset: int, shape: tuple[int, ...]) -> tuple[int, bool]:
+    """Add one chunk's differences (flat elements offset.. of the tensor) to `result`; returns how many, and
+    whether every element's gap was summed to a finite number (then neither side holds NaN or inf here)."""
     mask = _differs(a, da, b, db, tol)
     n = int(np.count_nonzero(mask))
     if n == 0:
-        return
+        return 0, False
     first_here = None
     if result.first_index is None or n == 1:
         first_here = int(np.argmax(mask))
         if result.first_index is None:
             result.first_index = unravel(offset + first_here, shape)
-    gaps, positions, top, peak = _gaps(a, da, b, db, mask, n, first_here, tol.exact and da == db)
+    exact = tol.exact and da == db
+    gaps, positions, top, peak = _gaps(a, da, b, db, mask, n, first_here, exact)
+    total = _sum(gaps)
     result.n_differ += n
-    result.sum_abs += _sum(gaps)
+    result.sum_abs += total
     if top > result.max_abs or result.max_index is None:
         result.max_abs = top
         result.max_index = unravel(offset + (int(positions[peak]) if positions is not None else peak), shape)
+    return n, positions is None and exact and math.isfinite(total)  # exact: equal elements' gaps are 0 or NaN

@@ -76,6 +76,7 @@ class PairResult:
     elements: int = 0
     bytes_read: int = 0
     errors: list[str] = field(default_factory=list)
+    nonfinite: list[str] = field(default_factory=list)  # "name on where: NaN or inf ..." for each such tensor
 
 
 def _where(da: RankDump, db: RankDump) -> RankCoords:
@@ -209,6 +210,9 @@ def _compare_both(result: PairResult, da: RankDump, db: RankDump, name: str, bas
                                       note="no values and no comparable fingerprints"))
         return
     vd = compare_tensor(va, vb, name, shape, tol, max(itemsize(ma.dtype), itemsize(mb.dtype)), (ma.dtype, mb.dtype))
+    if vd.a_nonfinite or vd.b_nonfinite:
+        result.nonfinite.append(f"{name} holds NaN or inf: {vd.a_nonfinite:,} element(s) in a, {vd.b_nonfinite:,} in "
+                                f"b (of {vd.numel:,})")
     numel = math.prod(shape)
     result.n_compared += 1
     result.elements += numel
@@ -271,8 +275,16 @@ def _from_values(base: dict, vd: ValueDiff, ma: TensorMeta, mb: TensorMeta) -> P
         first_index=list(vd.first_index) if vd.first_index is not None else None,
         max_index=list(vd.max_index) if vd.max_index is not None else None,
         shape_a=list(ma.shape), shape_b=list(mb.shape), dtype_a=ma.dtype, dtype_b=mb.dtype, reset_to=reset,
-        note=f"dtype {ma.dtype} -> {mb.dtype}" if ma.dtype != mb.dtype else "",
+        note="; ".join(x for x in (f"dtype {ma.dtype} -> {mb.dtype}" if ma.dtype != mb.dtype else "",
+                                   _nonfinite_note(vd)) if x),
     )
+
+
+def _nonfinite_note(vd: ValueDiff) -> str:
+    if not (vd.a_nonfinite or vd.b_nonfinite):
+        return ""
+    return (f"NaN or inf in {vd.a_nonfinite:,} element(s) of a and {vd.b_nonfinite:,} of b (a NaN against a number "
+            "counts as an inf difference)")
 
 
 def compare_selections(a: Selection, b: Selection, tol: Tolerance, *, jobs: int = 2,

@@ -150,6 +150,15 @@ def _headline(verdict: str, params: list[ParamSummary], dims: ParallelDims | Non
     return f"all {total} differences are on {_where(ranks, dims)}: {names}"
 
 
+def _nonfinite_warnings(results: list[PairResult], dims: ParallelDims | None, replicated: bool) -> list[str]:
+    """Tensors that hold NaN or inf, once per tensor with where: said even when both sides agree bit for bit."""
+    where_of: dict[str, list[int]] = {}
+    for r in results:
+        for line in r.nonfinite:
+            where_of.setdefault(line, []).append(placement_rank(r.coords_b, dims, replicated))
+    return [f"{line}, on {describe_ranks(sorted(set(ranks)), dims)}" for line, ranks in where_of.items()]
+
+
 def _rank_list(dumps: list[RankDump], dims: ParallelDims | None) -> list[str]:
     return [f"{d.label()}" for d in dumps]
 
@@ -179,7 +188,8 @@ def build_diff_report(a: Selection, b: Selection, tol: Tolerance, *, jobs: int =
         dims=grid_json(dims, dumps),
         headline=_headline(verdict, params, dims, results), params=params, informational=info, pairs=results,
         only_in_a=_rank_list(only_a, dims), only_in_b=_rank_list(only_b, dims), errors=errors,
-        warnings=list(a.warnings) + list(b.warnings), verdict=verdict, compared_pairs=len(results),
+        warnings=list(a.warnings) + list(b.warnings) + _nonfinite_warnings(results, dims, replicated),
+        verdict=verdict, compared_pairs=len(results),
         compared_tensors=sum(r.n_compared for r in results), equal_tensors=sum(r.n_equal for r in results),
         unreadable_tensors=sum(r.n_unreadable for r in results),
         compared_elements=sum(r.elements for r in results), bytes_read=sum(r.bytes_read for r in results),

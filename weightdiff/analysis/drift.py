@@ -16,6 +16,7 @@ from weightdiff.read.dtypes import itemsize
 from weightdiff.errors import BadInput
 from weightdiff.read.sources import scan, select
 from weightdiff.read.values import open_values
+from weightdiff.read.whole import KIND_NAMES
 
 
 @dataclass
@@ -45,7 +46,8 @@ def build_drift_report(path: Path, name: str, *, tag: str | None = None, jobs: i
     scanned = scan(path)
     first = select(path, tag=tag, which="first", prefer_tag="after", jobs=jobs, scanned=scanned)
     if first.kind != "dumps":
-        raise BadInput(f"{path}: a DeepSpeed checkpoint holds one moment; drift needs a folder of dumps")
+        what = KIND_NAMES.get(first.kind, first.kind.replace("-", " "))  # "deepspeed-checkpoint" -> words
+        raise BadInput(f"{path}: a {what} holds one moment; drift needs a folder of dumps")
     report = DriftReport(path=str(path), name=name, tag=first.tag or "")
     for iteration in first.iterations:
         try:

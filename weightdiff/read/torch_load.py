@@ -64,6 +64,8 @@ def is_tensor(value: Any) -> bool:
 def safe_load(path: Path, *, mmap: bool = False, allowed: Iterable[str] = DEEPSPEED_GLOBALS) -> Any:
     """torch.load(path, weights_only=True) with the globals `allowed` mapped to `Opaque`; BadInput on failure."""
     require_regular_file(path)  # a FIFO would block torch.load forever
+    if path.stat().st_size == 0:
+        raise BadInput(f"{path}: an empty file (0 bytes), not a torch.save file")
     import torch
 
     try:
@@ -79,10 +81,19 @@ def safe_load(path: Path, *, mmap: bool = False, allowed: Iterable[str] = DEEPSP
 
 
 def _why(e: Exception) -> str:
-    """torch's refusal as its one informative line ("Unsupported global: GLOBAL os.system ..."), no colours."""
+    """torch's refusal as its one informative line, the refused global named ("Unsupported global: GLOBAL
+    os.system", "unsupported GLOBAL posix.system whose module posix is blocked"), no colours, never its advice
+    to load with weights_only=False (which would run the file's code)."""
     text = _ANSI.sub("", str(e))
-    found = re.search(r"Unsupported global: GLOBAL [\w.]+", text)
-    return found.group(0) + " (not allowed in a weights-only load)" if found else one_line(Exception(text))
+    found = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", text)
+    if found:
+        return (f"it refers to {found.group(1)}, which a weights-only load refuses to construct or call: only "
+                "tensors and plain data are read, never a file's code")
+    if "Weights only load failed" in text:  # torch's preamble, then the reason on a later line
+        reason = next((line.strip() for line in text.splitlines()[1:] if line.strip()
+                       and not line.startswith(("Check the documentation", "Weights only"))), "")
+        return one_line(Exception(reason)) if reason else "torch refused it in a weights-only load"
+    return one_line(Exception(text)) if text.strip() else f"{type(e).__name__}: empty or truncated?"
 
 
 def walk(state: Any, key: tuple) -> Any:
