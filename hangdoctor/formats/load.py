@@ -106,7 +106,8 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
                 extras.source_blocks.update(source_blocks_of([data]))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise InputError(f"{path}: damaged hangdoctor node file ({exc})") from None
-            extras.native = extras.native or bool((data.get("options") or {}).get("native"))
+            options = data.get("options")
+            extras.native = extras.native or bool(isinstance(options, dict) and options.get("native"))
             return [report], found
         if isinstance(data, list):
             try:

@@ -99,6 +99,8 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
         threads = parse(str(raw["faulthandler_text"]), pid)
     elif raw.get("threads") is not None:
         try:
+            if not isinstance(raw["threads"], list):
+                raise TypeError(f"threads is {type(raw['threads']).__name__}, not a list")
             threads = _merged_threads(raw["threads"], shapes or [])
         except (IndexError, TypeError, ValueError) as exc:
             threads, problem = (), f"unreadable py-spy JSON: {exc!r}"
@@ -109,14 +111,28 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
             threads, problem = (), f"unreadable py-spy JSON: {exc!r}"
     else:
         threads, problem = _threads(raw)
-    status = raw.get("status") or ERROR
+    status = _field(raw, "status", _TEXT) or ERROR
+    cpu = _field(raw, "cpu_percent", _NUMBER)
     return Sample(
-        index=int(raw.get("index", 0)), time=float(raw.get("time") or 0.0),
+        index=_field(raw, "index", _WHOLE) or 0, time=float(_field(raw, "time", _NUMBER) or 0.0),
         status=ERROR if problem and status == "ok" else status, threads=threads,
-        state=raw.get("state") or "", cpu_percent=raw.get("cpu_percent"), wchan=raw.get("wchan") or "",
-        error=problem or raw.get("error") or "", seconds=float(raw.get("seconds") or 0.0),
+        state=_field(raw, "state", _TEXT) or "", cpu_percent=None if cpu is None else float(cpu),
+        wchan=_field(raw, "wchan", _TEXT) or "", error=problem or _field(raw, "error", _TEXT) or "",
+        seconds=float(_field(raw, "seconds", _NUMBER) or 0.0),
         nonblocking=bool(raw.get("nonblocking")), source=str(raw.get("source") or ""),
     )
+
+
+_TEXT, _NUMBER, _WHOLE = (str, type(None)), (int, float, type(None)), (int, type(None))
+
+
+def _field(raw: dict, key: str, kinds: tuple[type, ...]):
+    """A sample's field of one of the given exact types (None: absent; a bool is not a number), else damage:
+    ValueError, the file refused with the field named. Exact types: one lookup per field, at 131k ranks."""
+    value = raw.get(key)
+    if type(value) in kinds:
+        return value
+    raise ValueError(f"sample field {key!r} is {value!r}")
 
 
 def _fetched_trace(proc: dict, node: str):

@@ -72,6 +72,16 @@ def watch_on_hang(tmp: Path, script: str, mode: int) -> list[str]:
     return ["watch", "--pid", "1", "--log", written("log", "")(tmp), "--on-hang", str(path)]
 
 
+def sample_with(**changes) -> Callable[[Path], str]:
+    """The corpus node file with the first sample of the first rank changed."""
+    def make(tmp: Path) -> str:
+        doc = json.loads((ATTACH_FOLDER / "nodes" / "node1.json").read_text())
+        next(p for p in doc["processes"] if p.get("rank") is not None)["samples"][0].update(changes)
+        (tmp / "node1.json").write_text(json.dumps(doc))
+        return str(tmp / "node1.json")
+    return make
+
+
 def rules(rows: list[dict]) -> Callable[[Path], str]:
     return written("rules.json", json.dumps(rows))
 
@@ -94,6 +104,13 @@ ROWS = [
         "process field 'rank' is '3'"),
     Row("a node file's pid as a string", lambda t: ["analyze", node_file_with(pid="x")(t)], 3,
         "process field 'pid' is 'x'"),
+    Row("a sample's cpu_percent as a string", lambda t: ["analyze", sample_with(cpu_percent="abc")(t)], 3,
+        "sample field 'cpu_percent' is 'abc'"),
+    Row("a sample's index as a string", lambda t: ["analyze", sample_with(index="x")(t)], 3,
+        "sample field 'index' is 'x'"),
+    Row("--html onto the node file being analysed",
+        lambda t: ["analyze", node_file_with()(t), "--json", "--html", str(t / "node1.json")], 2,
+        "is an input of this command"),
     Row("--dp x --tp beyond the rank bound", lambda t: ["analyze", str(ATTACH_FOLDER), "--dp", "4194304", "--tp",
                                                         "4194304"], 2, "more than 4,194,304"),
     Row("--wait-rules a FIFO", analyze_with_rules(fifo), 2, "a FIFO, not a file"),
