@@ -30,8 +30,38 @@ def looks_like(text: str) -> bool:
     return bool(re.search(r"^(Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):", text, re.M))
 
 
-def parse(text: str, pid: int) -> tuple[ThreadStack, ...]:
-    """The threads of one dump, innermost frame first; the server's own (current) thread left out."""
+_OTHER_HEAD = re.compile(r"^(Fatal Python error|Timeout \(\d+:\d\d:\d\d\)!|Stack \(most recent call first\))")
+
+
+def split_processes(text: str) -> list[str]:
+    """One text per process, for several processes' dumps in one file (ranks sharing a stderr). CPython writes a
+    blank line between the threads of one dump and none after its last, so a thread header right after a frame
+    line starts the next process; so do a thread id seen again, a second current thread, and a new dump's own
+    header line (faulthandler's "Timeout (0:05:00)!", "Fatal Python error") after threads."""
+    blocks: list[list[str]] = [[]]
+    seen: set[str] = set()
+    current, after_frame = False, False
+    for line in text.splitlines():
+        head = _THREAD.match(line)
+        if head:
+            tid, is_current = head.group(2).lower(), head.group(1) == "Current thread"
+            if seen and (after_frame or tid in seen or (is_current and current)):
+                blocks.append([])
+                seen, current = set(), False
+            seen.add(tid)
+            current = current or is_current
+        elif _OTHER_HEAD.match(line) and seen:
+            blocks.append([])
+            seen, current = set(), False
+        after_frame = bool(_FRAME.match(line)) or line.strip() == "<no Python frame>"
+        blocks[-1].append(line)
+    return ["\n".join(block) for block in blocks if any(_THREAD.match(line) for line in block)]
+
+
+def parse(text: str, pid: int, *, server: bool = True) -> tuple[ThreadStack, ...]:
+    """The threads of one dump, innermost frame first. `server`: the dump is a torch debug server's reply, whose
+    current thread is the server's own and is left out; a dump the process wrote itself (a signal handler runs
+    in the main thread) keeps it."""
     threads: list[tuple[int, bool, list]] = []
     for line in text.splitlines():
         head = _THREAD.match(line)
@@ -42,7 +72,7 @@ def parse(text: str, pid: int) -> tuple[ThreadStack, ...]:
         if frame and threads:
             file, number, name = frame.groups()
             threads[-1][2].append(interned.frame(name, _SITE.sub("", file), int(number), False))
-    kept = [(tid, frames) for tid, current, frames in threads if not current and frames]
+    kept = [(tid, frames) for tid, current, frames in threads if not (current and server) and frames]
     main = next((i for i, (_, frames) in enumerate(kept) if frames[-1].name == "<module>"), len(kept) - 1)
     return tuple(ThreadStack(thread_id=pid if i == main else tid, name="MainThread" if i == main else f"thread {tid:#x}",
                              frames=interned.stack(frames)) for i, (tid, frames) in enumerate(kept))

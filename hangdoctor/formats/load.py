@@ -122,14 +122,20 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
             return [NodeReport(name=host, ranks_found=1)], [found]
         raise InputError(f"{path}: JSON that is neither a hangdoctor node file nor a py-spy dump")
     if faulthandler.looks_like(text):
-        # Python's own dump (faulthandler: PYTHONFAULTHANDLER, faulthandler.register(SIGUSR1), a torch debug server)
-        threads = faulthandler.parse(text, 0)
-        if not threads:
+        # Python's own dump (faulthandler: PYTHONFAULTHANDLER, faulthandler.register(SIGUSR1), a torch debug server);
+        # several processes' dumps in one file (a shared stderr) are several ranks, told apart by their threads
+        dumps = [threads for block in faulthandler.split_processes(text)
+                 if (threads := faulthandler.parse(block, 0, server=False))]
+        if not dumps:
             raise InputError(f"{path}: a Python traceback dump with no Python frame in it")
         host = node_from_filename(path)
-        return [NodeReport(name=host, ranks_found=1)], [Found(
-            host=host, pid=0, rank=None, rank_source="order",
-            samples=[Sample(index=0, time=path.stat().st_mtime, status=OK, threads=threads, source=str(path))])]
+        if len(dumps) > 1:
+            extras.notes.append(f"{path}: {len(dumps)} processes' Python dumps in one file, read as {len(dumps)} ranks "
+                                "in the order they appear (faulthandler names no pid nor rank)")
+        return [NodeReport(name=host, ranks_found=len(dumps))], [Found(
+            host=host, pid=i, rank=None, rank_source="order",
+            samples=[Sample(index=0, time=path.stat().st_mtime, status=OK, threads=threads, source=str(path))])
+            for i, threads in enumerate(dumps)]
     if looks_like_text_dump(text) or "Error:" in text:
         file_host = node_from_filename(path)
         found: list[Found] = []

@@ -3,8 +3,10 @@ there (PYTHONFAULTHANDLER on a crash, faulthandler.register(SIGUSR1) and `kill -
 The dumps here are made by real Python processes with faulthandler.dump_traceback while they block."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hangdoctor.cli import main
@@ -55,3 +57,49 @@ def test_a_faulthandler_dump_without_a_python_frame_is_one_line(tmp_path, capsys
     path.write_text("Current thread 0x00007f3e859106c0 (most recent call first):\n  <no Python frame>\n")
     assert main(["analyze", str(path)]) == 3
     assert "no Python frame in it" in capsys.readouterr().err
+
+
+SIGNALLED = """
+import faulthandler, signal, sys, threading, time
+
+log = open(sys.argv[1], "a")
+faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)  # `kill -USR1` writes the dump to the shared log
+threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+open(sys.argv[2], "w").close()
+
+def {where}():
+    time.sleep(60)
+
+{where}()
+"""
+
+
+def test_several_ranks_dumps_in_one_shared_log_are_several_ranks(tmp_path, capsys):
+    """Three ranks share one stderr log; `kill -USR1` to each appends its dump (the signal handler runs in the
+    main thread, the current one). They were read as one rank (sweep round 2): now three, the odd one named."""
+    log = tmp_path / "job.log"
+    procs = []
+    try:
+        for rank, where in enumerate(("wait_for_peer", "compute_forever", "wait_for_peer")):
+            script = tmp_path / f"{where}.py"
+            script.write_text(SIGNALLED.format(where=where))
+            ready = tmp_path / f"ready{rank}"
+            procs.append(subprocess.Popen([sys.executable, str(script), str(log), str(ready)]))
+            for _ in range(100):
+                if ready.exists():
+                    break
+                time.sleep(0.1)
+            time.sleep(0.2)
+            procs[-1].send_signal(signal.SIGUSR1)
+            time.sleep(0.5)  # its dump is written before the next rank's
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert main(["analyze", str(log), "--json"]) in (0, 1)
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    places = {tuple(p["ranks"]): p["position"] for p in data["places"]}
+    assert set(places) == {(0, 2), (1,)}, places
+    assert places[(1,)].startswith("outside any collective, in compute_forever (")
+    assert "3 processes' Python dumps in one file, read as 3 ranks" in out.err
