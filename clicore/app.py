@@ -91,7 +91,9 @@ def main(tool: Tool, argv: list[str], *, call: Callable[[ModuleType, argparse.Na
         if getattr(args, "_module", None) is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        with owned():  # no child of the verb outlives it (clicore/children.py)
+        # no child of the verb outlives it (clicore/children.py); a verb that runs a user's program in this
+        # process (`tracing run`) leaves SIGTERM to that program
+        with owned(sigterm=not getattr(args._module, "RUNS_USER_PROGRAM", False)):
             code = call(args._module, args)
     except CommandError as exc:
         report(f"Error: {exc.message}")

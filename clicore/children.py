@@ -82,15 +82,16 @@ def _terminated(signum, frame):  # noqa: ARG001
 
 
 @contextlib.contextmanager
-def owned():
-    """Run the body with SIGTERM raising KeyboardInterrupt (in the main thread), and end every child still
-    registered when it ends, however it ends."""
+def owned(*, sigterm: bool = True):
+    """Run the body with SIGTERM raising KeyboardInterrupt (in the main thread; `sigterm=False` leaves SIGTERM to
+    a user's program the verb runs in this process, as `tracing run` does), and end every child still registered
+    when it ends, however it ends."""
     main = threading.current_thread() is threading.main_thread()
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _terminated)} if main else {}
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _terminated)} if main and sigterm else {}
     try:
         yield
     finally:
-        if main:  # a second Ctrl-C or SIGTERM must not cut the cleanup short (it is bounded: about GRACE s)
+        if main and sigterm:  # a second Ctrl-C or SIGTERM must not cut the cleanup short (bounded: about GRACE s)
             previous.setdefault(signal.SIGINT, signal.signal(signal.SIGINT, signal.SIG_IGN))
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:

@@ -101,4 +101,20 @@ def _one_per_rank(traces: list[RankTrace], warnings: list[str]) -> list[RankTrac
             warnings.append(f"rank {rank} has {len(candidates)} traces; using the newest "
                             f"({os.path.basename(candidates[-1].path)}), not {older}")
         chosen.append(candidates[-1])
-    return chosen
+    return _one_run(chosen, warnings)
+
+
+def _one_run(chosen: list[RankTrace], warnings: list[str]) -> list[RankTrace]:
+    """The traces of the newest run only: ranks whose newest trace says another world size (or a rank beyond the
+    newest run's) are an older run's, left in the folder and out of the job, said once."""
+    newest = max(chosen, key=lambda t: t.start_wall_ns)
+    size = newest.identity.world_size
+    if size is None:
+        return chosen
+    other = [t for t in chosen if (t.identity.world_size not in (None, size)) or t.identity.rank >= size]
+    if other:
+        sizes = sorted({t.identity.world_size for t in other if t.identity.world_size is not None})
+        warnings.append(f"{len(other)} trace(s) of another run left out (world size {', '.join(map(str, sizes))}; "
+                        f"the newest run has {size} ranks): {', '.join(os.path.basename(t.path) for t in other[:4])}"
+                        + (" ..." if len(other) > 4 else ""))
+    return [t for t in chosen if t not in other]

@@ -18,9 +18,10 @@ from tracing.identity import RankIdentity
 from tracing.tracer import Tracer
 
 
-def traced_ranks(out, ranks=(0, 1), stream=False):
+def traced_ranks(out, ranks=(0, 1), stream=False, pid_base=900000):
     for rank in ranks:
-        identity = RankIdentity(rank=rank, local_rank=rank, world_size=len(ranks), host="testhost", pid=900000 + rank)
+        identity = RankIdentity(rank=rank, local_rank=rank, world_size=max(ranks) + 1, host="testhost",
+                                pid=pid_base + rank)
         config = tracing.TraceConfig(include=("tests.tracing.sample_work",), out=str(out), stream=stream)
         with Tracer(config, identity):
             sample_work.train(rank)
@@ -71,6 +72,17 @@ def test_one_bad_file_among_good_ones_is_a_warning(tmp_path, capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)["ranks"][1]["rank"] == 1
     assert "Warning: skipped" in captured.err and "empty ring file" in captured.err
+
+
+def test_traces_of_an_older_run_with_another_world_size_are_left_out(tmp_path, capsys):
+    """A folder reused by two runs, 4 ranks then 2: ranks 2-3 exist only in the older run. Merged, they made a job
+    of 4 ranks from two runs (sweep round 2); now the newest run's 2, and a warning."""
+    traced_ranks(tmp_path, ranks=(0, 1, 2, 3))
+    traced_ranks(tmp_path, ranks=(0, 1), pid_base=910000)
+    assert main(["last", str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [r["rank"] for r in json.loads(captured.out)["ranks"]] == [0, 1]
+    assert "Warning: 2 trace(s) of another run left out (world size 4; the newest run has 2 ranks)" in captured.err
 
 
 def test_bad_input_from_the_real_command_has_no_traceback(tmp_path):

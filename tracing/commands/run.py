@@ -27,6 +27,7 @@ from tracing.records import EXITED
 from tracing.tee import tee_std_streams
 from tracing.tracer import Tracer
 
+RUNS_USER_PROGRAM = True  # its signals are the program's own (clicore.app leaves SIGTERM alone)
 EXIT_CODES = {
     0: "the traced program's own exit code is returned (0 when it succeeded)",
     2: "usage error: bad flags or settings, no program, a script that does not exist",
