@@ -87,7 +87,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         raise InputError(str(exc)) from None
     if is_pickle(raw):
         return _flight_recorder(path, raw, extras)
-    text = raw.decode("utf-8", "replace")
+    text = decode_text(raw)
     stripped = text.lstrip()
     data = None
     if stripped.startswith(("{", "[")):
@@ -158,6 +158,21 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         hosts = sorted({f.host for f in found}, key=natural_key)
         return [NodeReport(name=h, ranks_found=sum(1 for f in found if f.host == h)) for h in hosts], found
     raise InputError(f"{path}: not a py-spy dump (JSON or text) nor a hangdoctor node file")
+
+
+def decode_text(raw: bytes) -> str:
+    """A paste's bytes as text: UTF-8 (a bad byte becomes U+FFFD), or UTF-16 when it says so with a byte-order
+    mark or looks so (every other byte of its start NUL: Windows editors and PowerShell's `>` write that)."""
+    if raw[:3] == b"\xef\xbb\xbf":
+        return raw[3:].decode("utf-8", "replace")
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return raw.decode("utf-16", "replace")
+    head = raw[:400]
+    if len(head) >= 8 and head[1::2].count(0) > 0.9 * len(head[1::2]):
+        return raw.decode("utf-16-le", "replace")
+    if len(head) >= 8 and head[0::2].count(0) > 0.9 * len(head[0::2]):
+        return raw.decode("utf-16-be", "replace")
+    return raw.decode("utf-8", "replace")
 
 
 def _flight_recorder(path: Path, raw: bytes, extras: Extras) -> tuple[list[NodeReport], list[Found]]:

@@ -23,6 +23,7 @@ import pytest
 from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 
 ATTACH_FOLDER = REPO / "tests" / "hangdoctor" / "corpus" / "deepspeed_launcher" / "attach"
+CASE_TEXT = REPO / "tests" / "hangdoctor" / "corpus" / "deepspeed_launcher" / "text" / "s1" / "trace-node1.out"
 FR_DUMP = REPO / "tests" / "hangdoctor" / "data" / "fr" / "skip_allreduce" / "fr_rank_3"
 
 
@@ -167,3 +168,19 @@ def test_an_attach_cut_short_by_its_deadline_is_partial_exit_1(tmp_path):
     assert result.returncode == 1, result.stderr[-2000:]
     assert data["headline"].endswith("; partial: the collection's deadline came before every sample was taken")
     assert any("deadline reached" in p and "of 400 samples taken" in p for p in data["partial"]), data["partial"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-8-sig"])
+def test_a_paste_saved_as_utf16_reads_as_its_utf8_original(tmp_path, encoding):
+    """Windows editors and PowerShell's `>` save pastes as UTF-16 (with or without a byte-order mark): it was
+    "not a py-spy dump" (sweep round 2)."""
+    original = CASE_TEXT.read_text()
+    (tmp_path / "paste.txt").write_bytes(original.encode(encoding))
+    shutil.copy(CASE_TEXT, tmp_path / "original.txt")
+    places = []
+    for name in ("original.txt", "paste.txt"):
+        result = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(tmp_path / name), "--json"], timeout=60,
+                             env=child_env(), cwd=REPO)
+        assert result.returncode in (0, 1), result.stderr[-2000:]
+        places.append([(p["folded"], p["position"]) for p in json.loads(result.stdout)["places"]])
+    assert places[0] == places[1] and places[0]
