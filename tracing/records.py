@@ -157,6 +157,7 @@ class RankTrace:
     threads: list[ThreadTrace] = field(default_factory=list)
     total_events: int = 0  # events written since the start
     dropped_events: int = 0  # of those, overwritten in the ring (or skipped when reading)
+    in_file: int | None = None  # of those, still in the file (a ring keeps its capacity); None: not known
     config: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 

@@ -97,6 +97,7 @@ def _read(fd: int, path: str, tail: int | None) -> RankTrace:
     _fill(trace, strings.locations, good_slots, records, head["max_depth"])
     trace.total_events = newest + 1
     trace.dropped_events = trace.total_events - len(records)
+    trace.in_file = min(trace.total_events, head["capacity"])
     return trace
 
 

@@ -141,6 +141,7 @@ def read_stream(path: str, max_events_per_thread: int | None = None) -> RankTrac
     trace.threads = [threads[i] for i in sorted(threads)]
     trace.total_events = seq
     trace.dropped_events = seq - sum(len(t.events) for t in trace.threads)
+    trace.in_file = seq  # a stream keeps every line
     if bad:
         trace.warnings.append(f"{path}: skipped {bad} unreadable line(s)")
     if gaps:

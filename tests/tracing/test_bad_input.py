@@ -202,6 +202,13 @@ def test_torn_tail_is_not_damage(tmp_path):
     assert "3 events, 0 no longer in the file" in done.stdout
 
 
+def test_show_tail_leaves_events_out_of_the_view_not_out_of_the_file(tmp_path):
+    """`show --tail 2` on a ring that keeps all 4 events said "2 no longer in the file" (sweep round 2)."""
+    done = tracing_cli("show", str(ring_in(tmp_path)), "--tail", "2", timeout=60)
+    assert done.returncode == 0, done.output
+    assert "4 events, 0 no longer in the file, the newest 2 of the 4 in it shown (--tail 2)" in done.stdout
+
+
 def test_what_env_prints_turns_tracing_on(tmp_path):
     """The exports `env` prints start the tracer in a fresh interpreter (a folder with spaces inside is fine)."""
     out = tmp_path / "my traces"

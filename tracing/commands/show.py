@@ -30,8 +30,7 @@ def run(args: argparse.Namespace) -> int:
     ident = trace.identity
     print(f"# {ident.label}, {trace.source} file, {trace.state_word}"
           + (f" (exit code {trace.exit_code})" if trace.exit_code is not None else "")
-          + f", started {clock(trace.start_wall_ns)}, {trace.total_events} events, "
-          f"{trace.dropped_events} no longer in the file")
+          + f", started {clock(trace.start_wall_ns)}, {trace.total_events} events, " + _kept(trace, args.tail))
     names = {t.index: t.name for t in trace.threads}
     for e in trace.events:
         print(f"[{names.get(e.thread, e.thread)}] {event_line(e)}")
@@ -39,3 +38,12 @@ def run(args: argparse.Namespace) -> int:
         frames = " > ".join(f.qualname for f in t.open_frames) or "none"
         print(f"# open frames of {t.name}: {frames}")
     return 0
+
+
+def _kept(trace, tail: int | None) -> str:
+    """How many events the file still holds, and how many of those are shown: --tail leaves events out of the
+    view, not out of the file."""
+    shown = sum(len(t.events) for t in trace.threads)
+    in_file = trace.in_file if trace.in_file is not None else shown + trace.dropped_events
+    gone = f"{trace.total_events - in_file} no longer in the file"
+    return gone + (f", the newest {shown} of the {in_file} in it shown (--tail {tail})" if tail is not None else "")
