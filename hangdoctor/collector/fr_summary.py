@@ -27,6 +27,7 @@ import os
 import pickle
 import re
 import stat
+import time
 
 from clicore.argtypes import MAX_RANKS  # a rank in a file name beyond it is not a rank
 
@@ -107,10 +108,11 @@ def read_regular(path: str) -> bytes:
     return data
 
 
-def summaries_in(folder: str, ranks: set[int]) -> dict[int, dict]:
+def summaries_in(folder: str, ranks: set[int], deadline: float | None = None) -> dict[int, dict]:
     """The dumps of these ranks in a folder the job wrote them to (on this node): {rank: {"summary": ..., "file":
     ...} or {"error": why, "file": ...}}. Where a rank has both, the pickle (it carries the stacks) is read.
-    Raises OSError when the folder cannot be listed."""
+    Files not yet read when `deadline` (time.time()) passes are named, not read: the stacks already taken are
+    worth more than the rest of the dumps. Raises OSError when the folder cannot be listed."""
     names = sorted(os.listdir(folder))
     chosen: dict[int, str] = {}
     for name in names:
@@ -120,6 +122,9 @@ def summaries_in(folder: str, ranks: set[int]) -> dict[int, dict]:
     out = {}
     for rank, name in chosen.items():
         path = os.path.join(folder, name)
+        if deadline is not None and time.time() >= deadline:
+            out[rank] = {"error": f"{path}: not read, the collection's deadline came first", "file": path}
+            continue
         try:
             out[rank] = {"summary": summarize(decode(read_regular(path))), "file": path}
         except OSError as exc:

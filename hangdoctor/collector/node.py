@@ -144,7 +144,7 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
         for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
             next(info for info in infos if info["pid"] == pid)["flight_recorder"] = fetched
     if options.fr_dir:  # dump files the ranks wrote on this node (TORCH_FR_DUMP_TEMP_FILE's folder)
-        _read_fr_dir(doc, infos, options.fr_dir)
+        _read_fr_dir(doc, infos, options.fr_dir, deadline)
     doc.source_lines = source.frame_lines(infos)
     doc.source_blocks = source.frame_blocks(infos)
     doc.finished = time.time()
@@ -168,10 +168,10 @@ def _stacks_from_servers(infos: list, deadline: float | None) -> None:
                               f"debug server instead")
 
 
-def _read_fr_dir(doc: NodeDocument, infos: list, folder: str) -> None:
+def _read_fr_dir(doc: NodeDocument, infos: list, folder: str, deadline: float | None = None) -> None:
     by_rank = {info["rank"]: info for info in infos if isinstance(info.get("rank"), int)}
     try:
-        found = fr_summary.summaries_in(folder, set(by_rank))
+        found = fr_summary.summaries_in(folder, set(by_rank), deadline)
     except OSError as exc:
         doc.errors.append(f"Flight Recorder folder {folder}: cannot list ({exc.strerror or exc})")
         return

@@ -241,3 +241,14 @@ def test_dumps_without_entries_compare_nothing(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["headline"].endswith("; the dumps hold no collectives: nothing to compare"), data["headline"]
     assert not any("issued the same collectives" in hint for hint in data["hints"])
+
+
+def test_a_dump_folder_read_after_the_deadline_names_the_files_it_did_not_read():
+    """attach --fr-dir read every dump whatever --timeout said (sweep round 2): past the deadline the files are
+    named and left, so the stacks already taken are saved in time."""
+    from hangdoctor.collector.fr_summary import summaries_in
+
+    read = summaries_in(str(FR / "skip_allreduce"), {0, 1}, deadline=None)
+    assert {rank: "summary" in r for rank, r in read.items()} == {0: True, 1: True}
+    late = summaries_in(str(FR / "skip_allreduce"), {0, 1}, deadline=0.0)
+    assert all("not read, the collection's deadline came first" in r["error"] for r in late.values())
