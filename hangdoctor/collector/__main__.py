@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import shutil
+import signal
+import stat
 import sys
+import threading
 import time
 
 if __package__ in (None, ""):  # started by file path on a node: make `hangdoctor` and `slurm` importable from here
@@ -65,6 +69,26 @@ def write(doc: dict, out: str) -> None:
     os.replace(tmp, out)
 
 
+def end_when_reader_leaves(fd: int) -> None:
+    """pdsh (-R exec, or ssh) starts this collector in a session of its own: when pdsh is killed, no signal
+    reaches us, only our stdout's reader is gone. A daemon thread sees that (POLLERR/POLLHUP on the pipe or
+    socket) and sends this process SIGTERM, which children.owned() turns into ending our py-spys and ourselves."""
+    try:
+        if not (stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode)):
+            return
+        poller = select.poll()
+        poller.register(fd, 0)  # errors and hang-ups are always reported
+    except (OSError, AttributeError):
+        return
+
+    def watch() -> None:
+        while not poller.poll(500):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="hangdoctor-reader-watch", daemon=True).start()
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -84,6 +108,8 @@ def main(argv=None) -> int:
     def progress(done: int, total: int) -> None:
         print(f"hangdoctor-progress {name} {done}/{total}", file=sys.stderr, flush=True)
 
+    if args.chunked or args.out == "-":
+        end_when_reader_leaves(sys.stdout.fileno())
     try:
         with children.owned():  # srun cancelled, pdsh killed, Ctrl-C: our py-spys end with us
             doc = node.collect(options, selection, deadline=deadline, progress=progress if args.progress else None)

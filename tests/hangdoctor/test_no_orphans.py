@@ -27,7 +27,8 @@ from slurm.process import is_running
 from tests.support import PYTHON, REPO, child_env, kill_tree
 
 
-def _processes_with(token: str) -> list[int]:
+def _processes_with(token: str, *, exact: bool = False) -> list[int]:
+    """Live processes with `token` in an argument (exact: as a whole argument)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -36,7 +37,7 @@ def _processes_with(token: str) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(token.encode() in a for a in argv) and is_running(int(entry.name)):
+        if any(token.encode() == a if exact else token.encode() in a for a in argv) and is_running(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -64,7 +65,8 @@ if [ "$1" = "--version" ] && [ ! -e {tmp_path}/VERSION_HANGS ]; then echo "py-sp
 wait
 """)
     wrapper.chmod(0o755)
-    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                              env={**child_env(), "HANGDOCTOR_ORPHAN_TOKEN": token, "RANK": "0", "WORLD_SIZE": "1"})
     env = child_env()
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     yield token, wrapper, target, env
@@ -92,6 +94,29 @@ def test_a_signal_to_attach_ends_its_pyspys(hanging_pyspy, tmp_path, sig):
         kill_tree(attach.pid)
     assert attach.returncode == 130 and "Error: interrupted" in err and "Traceback" not in err, err
     assert _wait_for(lambda: not _processes_with(token), 5), "py-spy left running after attach ended"
+
+
+def test_sigterm_to_attach_over_pdsh_ends_pdsh_and_its_collectors(hanging_pyspy, tmp_path):
+    """--hostfile: pdsh (-R exec, this machine as the host) runs a collector whose py-spy hangs; SIGTERM to attach
+    ends pdsh, the collector and the py-spy (pdsh passes the signal on; its group goes after the grace)."""
+    token, wrapper, target, env = hanging_pyspy
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("localhost slots=1\n")
+    attach = subprocess.Popen([PYTHON, "-m", "hangdoctor", "attach", "--hostfile", str(hostfile), "--rcmd", "exec",
+                               "--match", f"HANGDOCTOR_ORPHAN_TOKEN={token}", "--py-spy", str(wrapper), "--samples",
+                               "1", "--timeout", "120", "--dump-timeout", "100", "--out", str(tmp_path / "out")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+                              start_new_session=True)
+    try:
+        assert _wait_for(lambda: _processes_with(token, exact=True), 60), "the collector's py-spy never started"
+        os.kill(attach.pid, signal.SIGTERM)
+        attach.wait(timeout=30)
+        _, err = attach.communicate(timeout=10)
+    finally:
+        kill_tree(attach.pid)
+    assert attach.returncode == 130 and "Traceback" not in err, err
+    assert _wait_for(lambda: not _processes_with(token, exact=True), 10), "py-spy left running after attach ended"
+    assert _wait_for(lambda: not _processes_with(str(hostfile)), 10), "pdsh left running after attach ended"
 
 
 def test_a_hung_wrapper_child_is_ended_with_each_dump(hanging_pyspy, tmp_path):
