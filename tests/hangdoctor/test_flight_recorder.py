@@ -224,7 +224,8 @@ def test_an_unreadable_dump_is_never_read_as_the_collective_being_stuck(tmp_path
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert code == 1 and "Traceback" not in err
-    assert data["headline"] == "Flight Recorder dumps of 2/3 ranks; no parting among the dumps read (rank 1: unreadable)"
+    assert data["headline"] == ("Flight Recorder dumps of 2/3 ranks; no parting among the dumps read "
+                                "(rank 1: unreadable)")
     assert data["unresponsive"]["no-flight-recorder-dump"]["ranks"] == [1] and not data["missing"]["ranks"]
     assert not any("is stuck" in hint for hint in data["hints"])
     assert any("the dump of rank 1 could not be read, and the parting may be there" in h for h in data["hints"])
