@@ -13,3 +13,22 @@ register(LiveCase("fci_webui_stderr_pipe", (PYTHON, "{fixtures}/fci_webui_stderr
 # justheuristic/prefetch_generator's BackgroundGenerator as DataLoaderX + RadarML/red-rover#23, 3 ranks: rank 1's
 # prefetch thread dies on a corrupt record, its main thread waits in queue.get(); 0 and 2 wait in DDP's all_reduce.
 register(LiveCase("fci_prefetch_thread_died", torchrun(3, "fci_prefetch_thread_died.py"), ranks=3, settle=2.0))
+
+
+# Shape cases (fixtures/corpus/shapes/fci_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+
+# radixark/miles PR #1763 (the post-save hook of PR #1586 with --async-save): miles' train.py driver, 4 Megatron
+# training actors on Ray; at a save, global rank 0 alone blocks in Megatron's collective async-save finalization
+# (waiting on the GPU for an all_reduce), ranks 1-3 returned from save_model and idle in Ray's task loop.
+MILES_ARGS = ("--actor-num-nodes 1 --actor-num-gpus-per-node 4 --rollout-num-gpus 4 --colocate "
+              "--hf-checkpoint /root/Qwen3-4B --ref-load /root/Qwen3-4B_torch_dist --save /root/Qwen3-4B_miles "
+              "--save-interval 20 --async-save --custom-megatron-post-save-hook-path my_hooks.upload_to_s3 "
+              "--tensor-model-parallel-size 2 --sequence-parallel --advantage-estimator grpo --num-rollout 3000")
+register(LiveCase(
+    "fci_miles_async_save_hook",
+    in_tree("fci_miles_async_save_hook", f"{shlex.quote(PYTHON)} train.py {MILES_ARGS}"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fci_miles_async_save_hook"),
+))
