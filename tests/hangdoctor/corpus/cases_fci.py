@@ -1,6 +1,7 @@
 """First-contact batch I (fifth first-contact round, part I): live cases from public reports on a web UI that reads its
 trainer's stderr pipe only after the run (LlamaFactory), a background-thread batch prefetcher whose thread dies
-(prefetch_generator's DataLoaderX idiom), ..., and shape cases from public threads (see each case.json's source and
+(prefetch_generator's DataLoaderX idiom), a GRPO tool-call parser's regex in catastrophic backtracking (TRL) and
+per-key collectives issued in a set's per-process order (nvalchemi-toolkit), and shape cases from public threads (see each case.json's source and
 thread)."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
@@ -13,6 +14,15 @@ register(LiveCase("fci_webui_stderr_pipe", (PYTHON, "{fixtures}/fci_webui_stderr
 # justheuristic/prefetch_generator's BackgroundGenerator as DataLoaderX + RadarML/red-rover#23, 3 ranks: rank 1's
 # prefetch thread dies on a corrupt record, its main thread waits in queue.get(); 0 and 2 wait in DDP's all_reduce.
 register(LiveCase("fci_prefetch_thread_died", torchrun(3, "fci_prefetch_thread_died.py"), ranks=3, settle=2.0))
+
+# huggingface/trl#5415 in a GRPO-style accelerate loop, 3 ranks: rank 1's completion is cut inside a tool call and its
+# tool-call parser's regex backtracks for hours (on the CPU, holding the GIL); 0 and 2 wait in the reward gather.
+register(LiveCase("fci_grpo_tool_regex_backtrack", torchrun(3, "fci_grpo_tool_regex_backtrack.py"), ranks=3,
+                  settle=2.0))
+
+# NVIDIA/nvalchemi-toolkit PR #143, 3 ranks: one collective per output key in the order of a set of key names (per-
+# process hash seeds): ranks 0 and 2 wait in the stress all_reduce, rank 1 in the forces halo all_to_all.
+register(LiveCase("fci_set_order_collectives", torchrun(3, "fci_set_order_collectives.py"), ranks=3, settle=2.0))
 
 
 # Shape cases (fixtures/corpus/shapes/fci_*; see cases_shapes.py for the mechanism).
