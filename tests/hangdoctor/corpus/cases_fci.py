@@ -1,8 +1,9 @@
 """First-contact batch I (fifth first-contact round, part I): live cases from public reports on a web UI that reads its
 trainer's stderr pipe only after the run (LlamaFactory), a background-thread batch prefetcher whose thread dies
 (prefetch_generator's DataLoaderX idiom), a GRPO tool-call parser's regex in catastrophic backtracking (TRL) and
-per-key collectives issued in a set's per-process order (nvalchemi-toolkit), and shape cases from public threads (see each case.json's source and
-thread)."""
+per-key collectives issued in a set's per-process order (nvalchemi-toolkit), and shape cases from public threads on
+miles (a rank-0-only Megatron async-save finalization) and TuFT (an FSDP actor with an empty data shard); see each
+case.json's source and thread."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 from tests.support import PYTHON
@@ -41,4 +42,13 @@ register(LiveCase(
     "fci_miles_async_save_hook",
     in_tree("fci_miles_async_save_hook", f"{shlex.quote(PYTHON)} train.py {MILES_ARGS}"),
     ranks=4, shape=True, settle=2.0, env=shape_env("fci_miles_async_save_hook"),
+))
+
+# agentscope-ai/TuFT PR #121 (fix 1: fail fast when len(data) < world_size): TuFT's server with its FSDP training
+# backend on 4 GPUs (one VerlWorkerActor per GPU on Ray); a forward_backward with 3 datums gives actor 3 an empty shard:
+# it returns at once and idles in Ray's task loop, actors 0-2 wait on the GPU in verl's batch_num_tokens all_reduce.
+register(LiveCase(
+    "fci_tuft_fsdp_empty_shard",
+    in_tree("fci_tuft_fsdp_empty_shard", f"{shlex.quote(PYTHON)} -m tuft.cli launch --config tuft_config.yaml"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fci_tuft_fsdp_empty_shard"),
 ))
