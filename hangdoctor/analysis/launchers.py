@@ -105,9 +105,13 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
             why = f"{role.op} (its stack)" if role is not None else f"{program} (its command line)"
         aside.append(SetAside(f.host, f.pid, kind, why, f.cmdline, f.ppid, where, idle))
     parents = {(f.host, f.ppid) for f in ranks if f.ppid}
+    launching = {(a.host, a.ppid) for a in aside if a.ppid and a.role == "launcher"}
     kept = []
     for f in ranks:
-        if (f.host, f.pid) in parents and f.rank is None and _waits_for_children(f, table):
+        if f.rank is None and (f.host, f.pid) in launching:  # it started a launcher (a runner, a web UI, a script
+            where, idle = _describe(f, table)                 # around torchrun): never a rank itself
+            aside.append(SetAside(f.host, f.pid, "launcher", "parent of a launcher", f.cmdline, f.ppid, where, idle))
+        elif (f.host, f.pid) in parents and f.rank is None and _waits_for_children(f, table):
             children = sum(1 for g in ranks if g.host == f.host and g.ppid == f.pid)
             where, idle = _describe(f, table)
             aside.append(SetAside(f.host, f.pid, "launcher", f"parent of {children} other process"
