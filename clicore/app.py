@@ -73,6 +73,16 @@ def build_parser(tool: Tool, verb: str | None = None) -> argparse.ArgumentParser
     return parser
 
 
+def ensure_streams() -> None:
+    """A tool started with stdout or stderr closed (`>&-`, `2>&-`) has None there: what it writes then goes to
+    /dev/null, quietly, rather than ending in a traceback. Each tool's main calls this first."""
+    import os
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -81,6 +91,7 @@ def main(tool: Tool, argv: list[str], *, call: Callable[[ModuleType, argparse.Na
          report: Callable[[str], None] = _stderr) -> int:
     """Parse `argv`, run the chosen verb through `call(module, args)` (the tool passes its consoles there),
     and return the exit code. `report` prints one stderr line (the tool's console, or plain stderr)."""
+    ensure_streams()
     argv = with_default_verb(tool, list(argv))
     parser = build_parser(tool, chosen_verb(tool, argv))
     try:
@@ -106,6 +117,10 @@ def main(tool: Tool, argv: list[str], *, call: Callable[[ModuleType, argparse.Na
     except BrokenPipeError:  # the reader went away (`| head`): what it wanted was printed
         _silence_stdout()
         return EXIT_OK
+    except OSError as exc:  # stdout on a full disk (/dev/full) or a dead device: said once, never a traceback
+        _silence_stdout()
+        report(f"Error: cannot write the output: {exc.strerror or exc}")
+        return EXIT_USAGE
     return EXIT_OK if code is None else code
 
 

@@ -34,13 +34,17 @@ def read_bytes(path: Path, *, limit: int, what: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        try:  # a socket cannot be opened at all (ENXIO): say what it is
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = 0
+        if mode and not stat.S_ISREG(mode):
+            raise InputRefused(f"{path}: {_kind(mode)}, not a file; only a regular file is read as {what}") from None
         raise InputRefused(f"{path}: cannot read {what} ({_why(exc)})") from None
     with os.fdopen(fd, "rb") as handle:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
-            raise InputRefused(f"{path}: {kind}, not a file; only a regular file is read as {what}")
+            raise InputRefused(f"{path}: {_kind(mode)}, not a file; only a regular file is read as {what}")
         try:
             data = handle.read(limit + 1)
         except OSError as exc:
@@ -48,6 +52,11 @@ def read_bytes(path: Path, *, limit: int, what: str) -> bytes:
     if len(data) > limit:
         raise InputRefused(f"{path}: larger than {limit:,} bytes, too large for {what}")
     return data
+
+
+def _kind(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if
+            stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
 
 
 def read_text(path: Path, *, limit: int, what: str) -> str:

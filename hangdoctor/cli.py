@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from clicore.app import Tool, build_parser as _build_parser, main as run_tool
+from clicore.app import Tool, build_parser as _build_parser, ensure_streams, main as run_tool
 from clicore.bulk import paused_gc
 from hangdoctor.commands import COMMANDS
 
@@ -26,6 +26,7 @@ def build_parser(verb: str | None = None):
 
 
 def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
+    ensure_streams()
     argv = sys.argv[1:] if argv is None else list(argv)
     # Piped into a file, rich would wrap at 80 columns and mangle saved logs: a pipe gets 160 unless COLUMNS says
     piped = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160

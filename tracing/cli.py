@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from clicore.app import Tool, main as run_tool
+from clicore.app import Tool, ensure_streams, main as run_tool
 
 VERBS = {
     "run": ("tracing.commands.run", "Run a Python program under the tracer, without editing it."),
@@ -34,6 +34,7 @@ TOOL = Tool(name="tracing", description=__doc__.split("\n\n")[0], verbs=VERBS, e
 
 
 def main(argv: list[str] | None = None) -> int:
+    ensure_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     program: list[str] = []
     if argv and argv[0] == "run":  # the traced program's own arguments are not ours to parse

@@ -12,7 +12,7 @@ import sys
 
 from rich.console import Console
 
-from clicore.app import Tool, main as run_tool
+from clicore.app import Tool, ensure_streams, main as run_tool
 from clicore.errors import EXIT_USAGE, CommandError
 from weightdiff.commands import VERBS
 from weightdiff.errors import BadInput
@@ -37,6 +37,7 @@ TOOL = Tool(
 
 
 def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
+    ensure_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     out = out or Console(highlight=False)
     err = err or Console(stderr=True, highlight=False)

@@ -111,6 +111,10 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     if PTRACE_DENIED in unresponsive:
         warnings.append(ptrace_hint(len(unresponsive[PTRACE_DENIED])))
     partial = list(collection.partial)
+    empty = [rank for rank in responded if not views[rank].stack]
+    if empty:  # answered, yet nothing to look at: never a complete verdict
+        partial.append(f"rank{'s' if len(empty) > 1 else ''} {fold_ranks(empty)} answered with no Python stack "
+                       "(an empty dump): not looked at")
     for node in collection.nodes:
         if DEADLINE in node.error:  # cut short: fewer samples than asked, so the answer is partial (exit 1)
             partial.append(f"node {node.name}: {node.error}")
@@ -135,9 +139,11 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         else:
             title += "; every group's members issued the same collectives"
     if partial:
-        cut = [p for p in partial if DEADLINE not in p]
+        cut = [p for p in partial if DEADLINE not in p and "no Python stack" not in p]
         title += f"; partial: {len(cut)} dump{'s' if len(cut) > 1 else ''} cut off" if cut else \
-            "; partial: the collection's deadline came before every sample was taken"
+            "; partial: the collection's deadline came before every sample was taken" if any(
+                DEADLINE in p for p in partial) else f"; partial: {len(empty)} rank{'s' if len(empty) > 1 else ''} " \
+            "with no Python stack"
     return Verdict(
         headline=title,
         hung=hung, expected=expected, responded=responded, unresponsive=unresponsive, missing=missing,

@@ -137,9 +137,11 @@ def load_rules(path: Path) -> list[WaitRule]:
         unknown = set(row) - set(_FIELDS) - {"comment"}
         if unknown:
             raise ValueError(f"{path}: row {index} has unknown fields {sorted(unknown)} (known: {', '.join(_FIELDS)})")
-        missing = [key for key in ("kind", "framework", "file", "function") if key not in row]
-        if missing and row.get("role") != "layer" or (row.get("role") == "layer" and "function" not in row):
-            raise ValueError(f"{path}: row {index} lacks {', '.join(missing) or 'function'}")
+        needed = ("framework", "file", "function") if row.get("role") == "layer" else \
+            ("kind", "framework", "file", "function")  # a layer row is transparent: it names no kind
+        missing = [key for key in needed if key not in row]
+        if missing:
+            raise ValueError(f"{path}: row {index} lacks {', '.join(missing)}")
         try:
             rules.append(WaitRule(**{key: row[key] for key in _FIELDS if key in row and key != "kind"},
                                   kind=row.get("kind", ""), origin=str(path)))

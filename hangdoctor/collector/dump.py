@@ -16,6 +16,7 @@ import time
 
 from clicore import children
 
+MAX_OUTPUT = 256 << 20  # bytes of one dump's output: a thousand threads with locals is a few MB
 OK, TIMEOUT, PTRACE_DENIED, NOT_PYTHON, GONE, ERROR = "ok", "timeout", "ptrace-denied", "not-python", "gone", "error"
 STOPPED = "stopped"
 
@@ -92,6 +93,7 @@ class _Running:
         self.pid, self.proc, self.started = pid, proc, started
         self.deadline = started + timeout if hard_end is None else min(started + timeout, hard_end)
         self.out, self.err, self.open = [], [], 2
+        self.size, self.too_much = 0, False  # bytes read from it; whether it passed MAX_OUTPUT
 
 
 def default_parallel() -> int:
@@ -144,11 +146,14 @@ def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = Tr
             chunk = os.read(key.fd, 1 << 16)
             if chunk:
                 sink.append(chunk)
+                job.size += len(chunk)
             else:
                 selector.unregister(key.fileobj)
                 key.fileobj.close()
                 job.open -= 1
         now = time.monotonic()
+        for job in [j for j in running if j.size > MAX_OUTPUT]:  # not a dump (a wrapper printing forever)
+            job.deadline, job.too_much = now, True
         for job in [j for j in running if j.open == 0 or now >= j.deadline]:
             running.remove(job)
             _finish(job, results[job.pid], selector, now, timeout, json_out)
@@ -164,7 +169,10 @@ def _finish(job: _Running, result: dict, selector, now: float, timeout: float, j
             if not stream.closed:
                 selector.unregister(stream)
                 stream.close()
-        result.update(status=TIMEOUT, error=f"py-spy did not answer within {timeout:g}s")
+        if job.too_much:
+            result.update(status=ERROR, error=f"py-spy printed more than {MAX_OUTPUT >> 20} MiB: not a dump")
+        else:
+            result.update(status=TIMEOUT, error=f"py-spy did not answer within {timeout:g}s")
     # Our py-spy's process group, never the target: also a wrapper's py-spy child. None: stuck in the kernel,
     # abandoned rather than waited for.
     returncode = children.end(job.proc)

@@ -60,6 +60,8 @@ def expand(paths: list[Path]) -> list[Path]:
                                      and (p.suffix in _SUFFIXES or rank_of(p) is not None)), key=str))
         elif path.is_file() or path.exists():  # a FIFO or a device: read_file refuses it in one line
             files.append(path)
+        elif path.is_symlink():
+            raise InputError(f"{path}: a symbolic link that leads nowhere (a loop, or its target is gone)")
         else:
             raise InputError(f"{path}: no such file or folder")
     return files
@@ -85,6 +87,8 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         raw = read_bytes(path, limit=MAX_INPUT_BYTES, what="a dump")
     except InputRefused as exc:
         raise InputError(str(exc)) from None
+    if not raw.strip():
+        raise InputError(f"{path}: an empty file" if not raw else f"{path}: only blank space, no dump in it")
     if is_pickle(raw):
         return _flight_recorder(path, raw, extras)
     text = decode_text(raw)
@@ -104,7 +108,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
                 report, found = read_node_doc(data, node_from_filename(path))
                 extras.source_lines.update(source_lines_of([data]))
                 extras.source_blocks.update(source_blocks_of([data]))
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError) as exc:
                 raise InputError(f"{path}: damaged hangdoctor node file ({exc})") from None
             options = data.get("options")
             extras.native = extras.native or bool(isinstance(options, dict) and options.get("native"))
@@ -112,9 +116,11 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         if isinstance(data, list):
             try:
                 threads = parse_threads(data)
-            except ValueError as exc:
-                raise InputError(f"{path}: not a py-spy JSON dump ({exc})") from None
-            pid = pid_of(data) or 0
+                pid = pid_of(data) or 0
+                if not isinstance(pid, int) or isinstance(pid, bool) or not 0 <= pid < 1 << 32:
+                    raise ValueError(f"pid is {pid!r}")
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+                raise InputError(f"{path}: not a py-spy JSON dump ({type(exc).__name__}: {exc})") from None
             host = node_from_filename(path, pid)
             found = Found(host=host, pid=pid, rank=None, rank_source="order",
                           samples=[Sample(index=0, time=path.stat().st_mtime, status=OK, threads=threads,

@@ -6,6 +6,7 @@ per node, from frames interned across nodes; each rank's sample then costs a few
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -130,7 +131,7 @@ def _field(raw: dict, key: str, kinds: tuple[type, ...]):
     """A sample's field of one of the given exact types (None: absent; a bool is not a number), else damage:
     ValueError, the file refused with the field named. Exact types: one lookup per field, at 131k ranks."""
     value = raw.get(key)
-    if type(value) in kinds:
+    if type(value) in kinds and (type(value) is not float or math.isfinite(value)):
         return value
     raise ValueError(f"sample field {key!r} is {value!r}")
 
@@ -159,6 +160,8 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
     if doc["format"] not in READABLE:
         raise ValueError(f"node format {doc['format']} is {_age(doc['format'])} ({', '.join(READABLE)} are read)")
     name = doc.get("node") or fallback_name
+    if not isinstance(name, str):
+        raise ValueError(f"node is {name!r}, not a name")
     try:
         raw_table = doc.get("frame_table") or []
         table = [frame_from_json(f) for f in raw_table]
@@ -169,6 +172,8 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
     found, stacks, cmdlines = [], {}, {}
     for proc in doc.get("processes", []):
         cmdline = tuple(proc.get("cmdline") or ())
+        if not all(isinstance(arg, str) for arg in cmdline):
+            raise ValueError(f"process field 'cmdline' is {list(cmdline)[:4]!r}..., not a list of strings")
         cmdline = cmdlines.setdefault(cmdline, cmdline)  # one tuple for the node's ranks that share it
         pid = _whole(proc, "pid", low=1, high=1 << 32)
         found.append(Found(
