@@ -19,9 +19,9 @@ def find_pyspy(explicit: str | None = None) -> str:
         path = shutil.which(explicit) or explicit
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return os.path.abspath(path)
-        why = ("is a folder" if os.path.isdir(path) else "is not executable" if os.path.isfile(path) else
-               "is not a file" if os.path.exists(path) else "not found")
-        raise CommandError(f"--py-spy {explicit}: {why}", hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
+        why = ("a folder" if os.path.isdir(path) else "a file that is not executable" if os.path.isfile(path) else
+               "not a file" if os.path.exists(path) else "no such file")
+        raise CommandError(f"py-spy not found at {explicit}: {why}", hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
     for candidate in (shutil.which("py-spy"), str(Path(sys.executable).parent / "py-spy")):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return os.path.abspath(candidate)
