@@ -41,10 +41,11 @@ def read_bytes(path: Path, *, limit: int, what: str) -> bytes:
         if mode and not stat.S_ISREG(mode):
             raise InputRefused(f"{path}: {_kind(mode)}, not a file; only a regular file is read as {what}") from None
         raise InputRefused(f"{path}: cannot read {what} ({_why(exc)})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # before fdopen, which refuses a folder with its own exception
+        os.close(fd)
+        raise InputRefused(f"{path}: {_kind(mode)}, not a file; only a regular file is read as {what}")
     with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputRefused(f"{path}: {_kind(mode)}, not a file; only a regular file is read as {what}")
         try:
             data = handle.read(limit + 1)
         except OSError as exc:

@@ -30,7 +30,7 @@ def fold_ranks(ranks: Iterable[int]) -> str:
 
 def parse_ranks(text: str) -> list[int]:
     """"0-5,8,10-11" -> [0, 1, 2, 3, 4, 5, 8, 10, 11]. Raises ValueError naming the bad piece."""
-    result: set[int] = set()
+    spans: list[tuple[int, int]] = []  # merged before expanding: 5,000 pieces of one range are one range
     for piece in (p.strip() for p in text.split(",")):
         if not piece:
             continue
@@ -43,8 +43,12 @@ def parse_ranks(text: str) -> list[int]:
             raise ValueError(f"bad rank range {piece!r} in {text!r}; expected forms like 0-5,8")
         if last >= MAX_RANKS:  # 0-99999999999 would take minutes and gigabytes to expand
             raise ValueError(f"rank range {piece!r} in {text!r} goes past rank {MAX_RANKS - 1:,}")
-        result.update(range(first, last + 1))
-    return sorted(result)
+        spans.append((first, last))
+    result: list[int] = []
+    for first, last in sorted(spans):
+        start = max(first, result[-1] + 1) if result else first
+        result.extend(range(start, last + 1))
+    return result
 
 
 def _box_label(dims: ParallelDims, values: dict[str, set[int]]) -> str:

@@ -43,7 +43,9 @@ class TraceSet:
 def trace_files(path: str) -> list[str]:
     if not os.path.isdir(path):
         if not os.path.exists(path):
-            raise TraceInputError(f"{path}: no such file or folder", hint=FOLDER_HINT)
+            what = "a symbolic link that leads nowhere (a loop, or its target is gone)" if os.path.islink(path) \
+                else "no such file or folder"
+            raise TraceInputError(f"{path}: {what}", hint=FOLDER_HINT)
         return [path]  # a file (the reader refuses what is not a regular file)
     files = sorted(glob.glob(os.path.join(path, "trace-*.ring"))) + sorted(glob.glob(os.path.join(path, "trace-*.txt")))
     if not files:

@@ -180,7 +180,9 @@ def _progress(args: argparse.Namespace, log: Path | None, running: bool) -> list
     sources = []
     if log is not None:
         if running and not log.exists():
-            raise CommandError(f"log {log}: no such file", hint="pass the run's log with --log FILE",
+            what = "a symbolic link that leads nowhere (a loop, or its target is gone)" if log.is_symlink() else \
+                "no such file"
+            raise CommandError(f"log {log}: {what}", hint="pass the run's log with --log FILE",
                                exit_code=EXIT_NOT_FOUND)
         if log.exists() and not log.is_file():
             raise CommandError(f"log {log}: not a regular file", hint="pass the run's log with --log FILE",

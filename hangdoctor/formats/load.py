@@ -23,6 +23,7 @@ from hangdoctor.formats.pyspy_text import looks_like_text_dump, parse_text
 from hangdoctor.identity import (TopologyFlags, assign_missing_ranks, build_records, guess_topology, natural_key,
                                  split_cmdline)
 from hangdoctor.model import OK, Collection, NodeReport, Sample
+from topology import fold_ranks
 
 MAX_INPUT_BYTES = 4 << 30  # one node's file or one paste; a FIFO or /dev/zero is refused before any of it
 
@@ -259,6 +260,10 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
                                               len(found)))
     dims, dims_source, world, topo_notes = guess_topology(found, flags)
     notes += topo_notes
+    beyond = sorted({f.rank for f in found if isinstance(f.rank, int) and world and f.rank >= world})
+    if beyond:
+        notes.append(f"rank{'s' if len(beyond) > 1 else ''} {fold_ranks(beyond)} beyond the world size {world}: "
+                     "the dumps and the world size do not belong together (--world-size, or another run's dumps?)")
     records, record_notes = build_records(found, dims)
     notes += record_notes
     native = native or any(frame.native for stack in _unique_stacks(found) for frame in stack)

@@ -122,3 +122,16 @@ def test_a_missing_or_extra_tensor_parallel_slice_is_never_same(tmp_path):
     code, out, errors = _cli([str(root), str(tmp_path / "hf")])
     assert code == 2 and "INCOMPLETE" in out and len(errors) == 1, (out, errors)
     assert "mp_rank_02/model_optim_rng.pt: beyond the checkpoint's sizes (its args say TP=2 PP=1)" in errors[0]
+
+
+def test_two_folders_for_one_slice_are_neither_chosen(tmp_path):
+    """mp_rank_00 beside mp_rank_00_000 (two layouts of one slice): one was silently chosen, SAME (third sweep)."""
+    root = write_checkpoint(tmp_path / "tp2", tp_size=2, pp_size=1)
+    other = write_checkpoint(tmp_path / "copy", tp_size=2, pp_size=1)
+    first = rank_file(root, 2, tp=0, pp=0, pp_size=1).parent
+    doubled = first.parent / "mp_rank_00_000"
+    doubled.mkdir()
+    (doubled / "model_optim_rng.pt").write_bytes((first / "model_optim_rng.pt").read_bytes())
+    code, out, errors = _cli([str(other), str(root)])
+    assert code == 2 and "SAME" not in out and "INCOMPLETE" in out, out
+    assert "a second folder for tp rank 0 of pp stage 0" in errors[0], errors  # then its pair, present in a only

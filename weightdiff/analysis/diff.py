@@ -132,6 +132,11 @@ def _compare_each(result: PairResult, da: RankDump, db: RankDump, names: list[st
         except BadInput as e:  # this tensor could not be read; the others still are
             result.errors.append(str(e))
             result.n_unreadable += 1
+        except (ValueError, TypeError, RuntimeError, NotImplementedError, OverflowError) as e:
+            # a tensor numpy cannot hold (meta, sparse, quantized, 100 dimensions, 10**30 elements): named, unread
+            result.errors.append(f"{name}: cannot be read as plain values ({type(e).__name__}: "
+                                 f"{str(e).splitlines()[0] if str(e) else ''}); not compared")
+            result.n_unreadable += 1
 
 
 def _compare_one(result: PairResult, da: RankDump, db: RankDump, name: str, tol: Tolerance,

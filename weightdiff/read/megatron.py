@@ -105,9 +105,19 @@ def read_megatron(folder: Path) -> tuple[list[RankDump], list[str]]:
         if m[3]:
             errors.append(f"{p}: an expert-parallel rank folder; expert parallelism is not read, skipped")
             continue
-        found[(int(m[2] or 0), int(m[1]))] = p / FILE
+        key = (int(m[2] or 0), int(m[1]))
+        if key in found:  # mp_rank_00 beside mp_rank_00_000: two saves of one slice, neither chosen silently
+            errors.append(f"{p}: a second folder for tp rank {key[1]} of pp stage {key[0]} (beside "
+                          f"{found[key].parent.name}); both left out, not compared")
+            found[key] = None
+            continue
+        found[key] = p / FILE
     if not found:
         raise BadInput(f"{folder}: no mp_rank_*/{FILE}: not a Megatron-LM iteration folder")
+    doubled = {key for key, path in found.items() if path is None}
+    found = {key: path for key, path in found.items() if path is not None}
+    if not found:
+        return [], errors
     states = {}
     for key, path in found.items():
         try:
@@ -121,7 +131,7 @@ def read_megatron(folder: Path) -> tuple[list[RankDump], list[str]]:
     pp = _arg(first, "pipeline_model_parallel_size") or 1 + max(p for p, _ in found)
     dp = _arg(first, "data_parallel_size") or 1
     dims = ParallelDims(tp=tp, pp=pp, dp=dp)
-    errors.extend(_slices_unaccounted(folder, found, dims))
+    errors.extend(_slices_unaccounted(folder, {**found, **dict.fromkeys(doubled)}, dims))
     states = {key: state for key, state in states.items() if key[0] < pp and key[1] < tp}
     dumps = []
     for (pp_rank, tp_rank), state in sorted(states.items()):
@@ -144,7 +154,7 @@ def _slices_unaccounted(folder: Path, found: dict[tuple[int, int], Path], dims: 
     lines = [f"{folder}: no {_folder_name(t, p, dims.pp)}/{FILE} ({sizes}): tp rank {t} of pp stage {p} not compared"
              for p in range(dims.pp) for t in range(dims.tp) if (p, t) not in found]
     lines += [f"{path}: beyond the checkpoint's sizes ({sizes}); not compared"
-              for (p, t), path in sorted(found.items()) if p >= dims.pp or t >= dims.tp]
+              for (p, t), path in sorted(found.items()) if path is not None and (p >= dims.pp or t >= dims.tp)]
     return lines
 
 
