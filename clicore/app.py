@@ -117,9 +117,12 @@ def main(tool: Tool, argv: list[str], *, call: Callable[[ModuleType, argparse.Na
     except BrokenPipeError:  # the reader went away (`| head`): what it wanted was printed
         _silence_stdout()
         return EXIT_OK
-    except OSError as exc:  # stdout on a full disk (/dev/full) or a dead device: said once, never a traceback
-        _silence_stdout()
-        report(f"Error: cannot write the output: {exc.strerror or exc}")
+    except OSError as exc:  # stdout on a full disk (/dev/full) or a dead device, a file a verb did not expect to
+        _silence_stdout()   # fail: said once, never a traceback
+        import errno
+        what = f"{exc.filename}: " if exc.filename else "cannot write the output: " if exc.errno in (
+            errno.ENOSPC, errno.EIO, errno.EBADF, errno.EDQUOT) else ""
+        report(f"Error: {what}{exc.strerror or exc}")
         return EXIT_USAGE
     return EXIT_OK if code is None else code
 
