@@ -97,6 +97,15 @@ def test_two_checkpoints_compare_with_no_dump_code(runs):
     assert code == 0 and "SAME" in out
 
 
+def test_a_checkpoint_missing_one_layer_file_is_never_same(runs, tmp_path):
+    partial = tmp_path / "global_step2"
+    shutil.copytree(runs / "healthy" / "ckpt" / "global_step2", partial)
+    layer = sorted(partial.glob("layer_*-model_states.pt"))[1]
+    layer.unlink()
+    code, out, err = _cli([str(runs / "healthy" / "ckpt" / "global_step2"), str(partial)])
+    assert code != 0 and "SAME" not in out, out + err
+
+
 def test_a_checkpoint_missing_one_stage_file_is_incomplete_never_same(runs, tmp_path):
     partial = tmp_path / "global_step2"
     shutil.copytree(runs / "healthy" / "ckpt" / "global_step2", partial)

@@ -243,7 +243,9 @@ def _shard_of(da: RankDump, db: RankDump, ma: TensorMeta, mb: TensorMeta):
 def _against_stored_copy(base: dict, name: str, present: TensorMeta, present_in_a: bool, va, vb, tol: Tolerance,
                          elsewhere: StoredCopies) -> ParamDiff | None:
     """A dumped tied copy that the checkpoint side lacks, compared with the copy the checkpoint stores."""
-    if present.tie is not None and not present.tie.synced:
+    if present.tie is None:
+        return None  # not a tied copy: nothing else restores it; a tensor one side lacks is missing there
+    if not present.tie.synced:
         return None  # never broadcast at load: it keeps its initial values whatever the stored copy holds
     stored = elsewhere.find(name, base["coords"].tp)
     values = va if present_in_a else vb
