@@ -15,9 +15,18 @@ _frames: dict[tuple, Frame] = {}
 _stacks: dict[tuple, Stack] = {}  # ids of interned frames -> stack (interned frames live as long as _frames)
 
 
+MAX_NAME = 1000  # characters of a function or file name kept: a 20 MiB name is damage, and every view wraps it
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_NAME else f"{text[:MAX_NAME]}…[{len(text) - MAX_NAME:,} more characters]"
+
+
 def frame(name: str, file: str, line: int, native: bool) -> Frame:
     if native and _ADDRESS.match(name):
         name = "??"
+    if len(name) > MAX_NAME or len(file) > MAX_NAME:
+        name, file = _bounded(name), _bounded(file)
     key = (name, file, line, native)
     found = _frames.get(key)
     if found is None:

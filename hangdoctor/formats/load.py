@@ -237,8 +237,12 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
     notes = list(warnings or [])
     flight_recorder = list(flight_recorder or [])
     unread = list(fr_unread or [])
+    errors = list(errors or [])
     for f in found:  # traces fetched live, by the collectors
-        if isinstance(f.flight_recorder, str):
+        if isinstance(f.flight_recorder, FrError):  # taken, and damaged: the verdict is partial
+            errors.append(f"rank {f.rank} on {f.host}: {f.flight_recorder}")
+            unread.append(f.rank)
+        elif isinstance(f.flight_recorder, str):
             notes.append(f"rank {f.rank} on {f.host}: {f.flight_recorder}")
             if f.rank is not None:
                 unread.append(f.rank)

@@ -138,7 +138,8 @@ def _field(raw: dict, key: str, kinds: tuple[type, ...]):
 
 def _fetched_trace(proc: dict, node: str):
     """The trace a collector fetched from the rank's debug worker server or read from its dump file, reduced on
-    the node, as an FrDump (or its error, a str). Older node files carry the whole trace."""
+    the node, as an FrDump (or why there is none, a str; or the FrError of a damaged one). Older node files carry
+    the whole trace."""
     fetched = proc.get("flight_recorder")
     if not isinstance(fetched, dict) or proc.get("rank") is None:
         return None
@@ -151,7 +152,7 @@ def _fetched_trace(proc: dict, node: str):
     try:
         return parse_dump(raw, int(proc["rank"]), str(where))
     except FrError as exc:
-        return str(exc)
+        return exc  # a trace that was taken and is damaged: an error of the input, not a note
 
 
 def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list[Found]]:
