@@ -50,6 +50,8 @@ def read_bytes(path: Path, *, limit: int, what: str) -> bytes:
             data = handle.read(limit + 1)
         except OSError as exc:
             raise InputRefused(f"{path}: cannot read {what} ({_why(exc)})") from None
+    if data is None:  # a file that would block (/proc/kmsg): opened without blocking, it gives nothing
+        raise InputRefused(f"{path}: would block (a kernel or device file), not {what}")
     if len(data) > limit:
         raise InputRefused(f"{path}: larger than {limit:,} bytes, too large for {what}")
     return data

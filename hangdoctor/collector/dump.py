@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import subprocess
 import time
@@ -20,6 +21,7 @@ MAX_OUTPUT = 256 << 20  # bytes of one dump's output: a thousand threads with lo
 OK, TIMEOUT, PTRACE_DENIED, NOT_PYTHON, GONE, ERROR = "ok", "timeout", "ptrace-denied", "not-python", "gone", "error"
 STOPPED = "stopped"
 
+_DUMP_TEXT = re.compile(r"^\s*Thread (?:0x)?[0-9a-fA-F]+ ", re.M)  # py-spy's text: one line per thread
 _DENIED = ("permission denied", "operation not permitted", "eperm")
 _NOT_PYTHON = ("failed to find python version", "failed to find a python interpreter", "not a python")
 _GONE = ("no such process", "failed to get process executable name", "no such file or directory",
@@ -80,6 +82,9 @@ def outcome(pid: int, returncode: int, out: bytes, err: bytes, *, json_out: bool
     if returncode != 0:
         both = text_err + "\n" + text_out
         return {"status": classify_failure(both, pid), "error": error_line(both) or f"py-spy exited with {returncode}"}
+    if not _DUMP_TEXT.search(text_out) and not text_out.lstrip().startswith("["):
+        # neither py-spy's JSON nor its text (no `Thread 0x... ` line): a wrapper's or a broken py-spy's output
+        return {"status": ERROR, "error": f"py-spy's output is not a dump ({len(out):,} bytes, no thread in it)"}
     if not json_out:
         return {"status": OK, "error": "", "pyspy_text": text_out}
     try:
