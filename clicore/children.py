@@ -62,8 +62,43 @@ def release(proc: subprocess.Popen) -> None:
         _groups.pop(proc.pid, None)
 
 
+_adopting = False  # this process is a child subreaper: what our children leave behind becomes ours to end
+
+
+def become_subreaper() -> None:
+    """Make this process the reaper of its descendants' orphans (Linux's PR_SET_CHILD_SUBREAPER): a daemon that a
+    `--py-spy` wrapper or an `--on-hang` command starts in a session of its own (`setsid cmd &`) escapes every
+    process group, but becomes our child when its parent exits, and `end_all` ends it. Only for a tool run as a
+    program: the flag stays with the process, so a test runner that calls a tool in-process never sets it."""
+    global _adopting
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        _adopting = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        _adopting = False
+
+
+def _adopted() -> list[int]:
+    """Live children of this process that no registered Popen owns: orphans of our descendants (subreaper)."""
+    mine, known = os.getpid(), set(_groups)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in known:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == mine:
+            found.append(int(entry))
+    return found
+
+
 def end_all(grace: float = GRACE) -> None:
-    """End every registered group: SIGTERM to all at once, up to `grace` seconds, then SIGKILL."""
+    """End every registered group: SIGTERM to all at once, up to `grace` seconds, then SIGKILL; then, as a
+    subreaper, every orphan our descendants left us (and reap it)."""
     with _lock:
         procs = list(_groups.values())
     for proc in procs:
@@ -75,6 +110,12 @@ def end_all(grace: float = GRACE) -> None:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     for proc in procs:
         end(proc, wait=0.5)
+    if _adopting:
+        for pid in _adopted():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
 
 
 def _terminated(signum, frame):  # noqa: ARG001

@@ -27,6 +27,9 @@ def build_parser(verb: str | None = None):
 
 def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
     ensure_streams()
+    if argv is None:  # run as a program (not called in-process): orphans of our children become ours to end
+        from clicore.children import become_subreaper
+        become_subreaper()
     argv = sys.argv[1:] if argv is None else list(argv)
     # Piped into a file, rich would wrap at 80 columns and mangle saved logs: a pipe gets 160 unless COLUMNS says
     piped = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160

@@ -121,4 +121,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    children.become_subreaper()  # a wrapper's daemon (setsid) becomes ours, and ends with us
     sys.exit(main())

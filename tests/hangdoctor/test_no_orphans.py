@@ -169,3 +169,33 @@ def test_sigterm_to_watch_during_its_attach_records_the_stall_and_leaves_nothing
     assert _wait_for(lambda: not _processes_with(token), 5), "the attach's py-spy outlived the watch"
     assert not _processes_with(str(out)), "the watch's attach outlived it"  # attach --out lies under out
 
+
+
+def test_a_daemon_a_wrapper_starts_in_its_own_session_ends_with_attach(tmp_path):
+    """`setsid cmd &` in a --py-spy wrapper escapes every process group; attach, run as a program, is the child
+    subreaper of its descendants, so the daemon becomes its child when the wrapper exits, and is ended (third
+    sweep: AT05)."""
+    token = f"hangdoctor-daemon-{uuid.uuid4().hex[:12]}"
+    wrapper = tmp_path / "py-spy"
+    wrapper.write_text(f"""#!/bin/sh
+if [ "$1" = "--version" ]; then echo "py-spy 0.4.3"; exit 0; fi
+setsid {sys.executable} -c "import time; time.sleep(600)" {token} >/dev/null 2>&1 < /dev/null &
+sleep 0.5  # the daemon is in its own session before the wrapper answers (as when a real py-spy runs next)
+echo "Process 1: python"
+echo "Thread 0x1 (idle): \\"MainThread\\""
+echo "    sleep (x.py:1)"
+""")
+    wrapper.chmod(0o755)
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        time.sleep(0.3)
+        done = subprocess.run([PYTHON, "-m", "hangdoctor", "attach", "--pid", str(target.pid), "--py-spy", str(wrapper),
+                               "--samples", "1", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                              env=child_env(), cwd=REPO, timeout=60)
+    finally:
+        kill_tree(target.pid)
+        leftover = _processes_with(token, exact=True)
+        for pid in leftover:
+            os.kill(pid, signal.SIGKILL)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not leftover, "the wrapper's setsid daemon outlived attach"
