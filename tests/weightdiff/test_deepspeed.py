@@ -106,6 +106,18 @@ def test_a_checkpoint_missing_one_layer_file_is_never_same(runs, tmp_path):
     assert code != 0 and "SAME" not in out, out + err
 
 
+def test_a_zero_checkpoint_without_its_optimizer_files_says_the_masters_were_not_checked(runs, tmp_path):
+    """ZeRO always saves the fp32 masters in its optimizer files: a tag folder without them lost them, and
+    `check` said the master check "does not apply", exit 0 (third sweep: WD19)."""
+    partial = tmp_path / "global_step2"
+    shutil.copytree(runs / "healthy" / "ckpt" / "global_step2", partial)
+    for optim in partial.glob("*zero_pp_rank_*_optim_states.pt"):
+        optim.unlink()
+    code, out, err = _cli(["check", str(partial)])
+    assert code == 2, out + err
+    assert "its ds_config says ZeRO stage 1, yet it holds no optimizer files" in err
+
+
 def test_a_checkpoint_missing_one_stage_file_is_incomplete_never_same(runs, tmp_path):
     partial = tmp_path / "global_step2"
     shutil.copytree(runs / "healthy" / "ckpt" / "global_step2", partial)

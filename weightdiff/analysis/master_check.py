@@ -239,6 +239,10 @@ def master_outcome(kind: str, slices: list[RankDump], tol: Tolerance, *, jobs: i
         from weightdiff.read.zero_master import read_zero_masters
 
         masters = read_zero_masters(slices)
+    if masters is None and kind != "megatron-checkpoint" and (stage := _zero_stage(slices)):
+        return MasterOutcome(kind="", checked=0, findings=[], unchecked=[], notes=[], errors=[
+            f"{slices[0].source}: its ds_config says ZeRO stage {stage}, yet it holds no optimizer files "
+            "(zero_pp_rank_*_optim_states.pt): the fp32 master copies could not be checked"])
     if masters is None:
         return MasterOutcome(kind="", checked=0, findings=[], unchecked=[], notes=[
             "no fp32 master copies in this checkpoint (no ZeRO or bf16 optimizer files: in fp32 without ZeRO the "
@@ -248,3 +252,18 @@ def master_outcome(kind: str, slices: list[RankDump], tol: Tolerance, *, jobs: i
     count = f"{len(masters.pieces)} piece" + ("" if len(masters.pieces) == 1 else "s")
     outcome.notes.insert(0, f"master copies: {masters.kind}, {count}{over}")
     return outcome
+
+
+def _zero_stage(slices: list[RankDump]) -> int:
+    """The ZeRO stage a DeepSpeed checkpoint's own ds_config names (0 when none or unreadable): with ZeRO, the
+    optimizer files always hold the fp32 masters, so a folder without them lost them."""
+    from weightdiff.read.torch_load import safe_load, walk
+
+    mp_file = next(iter(sorted(slices[0].source.glob("mp_rank_*_model_states.pt"))), None) if slices else None
+    if mp_file is None:
+        return 0
+    try:
+        stage = walk(safe_load(mp_file, mmap=True), ("ds_config", "zero_optimization", "stage"))
+    except BadInput:
+        return 0
+    return stage if isinstance(stage, int) and stage > 0 else 0
