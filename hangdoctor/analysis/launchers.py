@@ -22,11 +22,14 @@ _LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
 _HELPER_TITLES = (("ray::TrainController", "launcher", "Ray Train's controller"),
                   ("ray::SynchronizationActor", "worker", "Ray Train's synchronization actor"),
                   ("ray::_TrainingWorkerGroup", "launcher", "Ray Train's worker group"))
+_TITLE_PREFIXES = tuple(prefix for prefix, _, _ in _HELPER_TITLES)
 
 
 def helper_by_title(cmdline: tuple[str, ...]) -> tuple[str, str] | None:
     """(role, what) for a process whose title names a framework's non-rank process, or None."""
     title = cmdline[0] if cmdline else ""
+    if not title.startswith(_TITLE_PREFIXES):
+        return None
     return next(((role, what) for prefix, role, what in _HELPER_TITLES if title.startswith(prefix)), None)
 
 

@@ -112,28 +112,39 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
             threads, problem = (), f"unreadable py-spy JSON: {exc!r}"
     else:
         threads, problem = _threads(raw)
-    status = _field(raw, "status", _TEXT) or ERROR
-    cpu = _field(raw, "cpu_percent", _NUMBER)
+    status, cpu, index, when, state, wchan, error, seconds = _scalars(raw)
+    status = status or ERROR
     return Sample(
-        index=_field(raw, "index", _WHOLE) or 0, time=float(_field(raw, "time", _NUMBER) or 0.0),
+        index=index or 0, time=float(when or 0.0),
         status=ERROR if problem and status == "ok" else status, threads=threads,
-        state=_field(raw, "state", _TEXT) or "", cpu_percent=None if cpu is None else float(cpu),
-        wchan=_field(raw, "wchan", _TEXT) or "", error=problem or _field(raw, "error", _TEXT) or "",
-        seconds=float(_field(raw, "seconds", _NUMBER) or 0.0),
+        state=state or "", cpu_percent=None if cpu is None else float(cpu),
+        wchan=wchan or "", error=problem or error or "", seconds=float(seconds or 0.0),
         nonblocking=bool(raw.get("nonblocking")), source=str(raw.get("source") or ""),
     )
 
 
 _TEXT, _NUMBER, _WHOLE = (str, type(None)), (int, float, type(None)), (int, type(None))
+_SCALAR_FIELDS = (("status", _TEXT), ("cpu_percent", _NUMBER), ("index", _WHOLE), ("time", _NUMBER),
+                  ("state", _TEXT), ("wchan", _TEXT), ("error", _TEXT), ("seconds", _NUMBER))
+_SCALAR_KEYS = tuple(key for key, _ in _SCALAR_FIELDS)
+_CHECKED_SHAPES: set[tuple[type, ...]] = set()  # the field types seen valid: one set lookup per sample at 131k ranks
 
 
-def _field(raw: dict, key: str, kinds: tuple[type, ...]):
-    """A sample's field of one of the given exact types (None: absent; a bool is not a number), else damage:
-    ValueError, the file refused with the field named. Exact types: one lookup per field, at 131k ranks."""
-    value = raw.get(key)
-    if type(value) in kinds and (type(value) is not float or math.isfinite(value)):
-        return value
-    raise ValueError(f"sample field {key!r} is {value!r}")
+def _scalars(raw: dict) -> tuple:
+    """A sample's scalar fields, each of its exact types (None: absent; a bool is not a number; a float finite),
+    else damage: ValueError, the file refused with the field named."""
+    values = tuple(map(raw.get, _SCALAR_KEYS))
+    shape = tuple(map(type, values))
+    if shape not in _CHECKED_SHAPES:
+        for (key, kinds), value in zip(_SCALAR_FIELDS, values):
+            if type(value) not in kinds:
+                raise ValueError(f"sample field {key!r} is {value!r}")
+        _CHECKED_SHAPES.add(shape)
+    _, cpu, _, when, _, _, _, seconds = values
+    if (cpu or 0) * 0 + (when or 0) * 0 + (seconds or 0) * 0 != 0:  # 0 * x is 0 for a finite x only
+        key = next(key for key, value in zip(_SCALAR_KEYS, values) if type(value) is float and value * 0 != 0)
+        raise ValueError(f"sample field {key!r} is {raw[key]!r}")
+    return values
 
 
 def _fetched_trace(proc: dict, node: str):
@@ -173,13 +184,15 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
     found, stacks, cmdlines = [], {}, {}
     for proc in doc.get("processes", []):
         cmdline = tuple(proc.get("cmdline") or ())
-        if not all(isinstance(arg, str) for arg in cmdline):
-            raise ValueError(f"process field 'cmdline' is {list(cmdline)[:4]!r}..., not a list of strings")
-        cmdline = cmdlines.setdefault(cmdline, cmdline)  # one tuple for the node's ranks that share it
-        pid = _whole(proc, "pid", low=1, high=1 << 32)
+        if cmdline not in cmdlines:  # checked once, and one tuple for the node's ranks that share it
+            if not all(isinstance(arg, str) for arg in cmdline):
+                raise ValueError(f"process field 'cmdline' is {list(cmdline)[:4]!r}..., not a list of strings")
+            cmdlines[cmdline] = cmdline
+        cmdline = cmdlines[cmdline]
+        pid, rank, local_rank, world_size = _process_numbers(proc)
         found.append(Found(
-            host=name, pid=pid, rank=_whole(proc, "rank"), rank_source=proc.get("rank_key") or "env",
-            local_rank=_whole(proc, "local_rank"), world_size=_whole(proc, "world_size", low=1, high=MAX_RANKS + 1),
+            host=name, pid=pid, rank=rank, rank_source=proc.get("rank_key") or "env",
+            local_rank=local_rank, world_size=world_size,
             cmdline=cmdline, samples=[read_sample(s, table, stacks, with_locals, shapes, pid)
                                       for s in proc.get("samples", [])],
             ppid=proc.get("ppid"), gpu=proc.get("gpu"),
@@ -192,6 +205,20 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
         seconds=max(0.0, float(doc.get("finished") or 0) - float(doc.get("started") or 0)),
     )
     return report, found
+
+
+_PROCESS_NUMBERS = (("pid", 1, 1 << 32), ("rank", 0, MAX_RANKS), ("local_rank", 0, MAX_RANKS),
+                    ("world_size", 1, MAX_RANKS + 1))
+
+
+def _process_numbers(proc: dict) -> tuple:
+    """pid, rank, local_rank and world_size of a process, each checked by _whole."""
+    pid, rank, local_rank, world = proc.get("pid"), proc.get("rank"), proc.get("local_rank"), proc.get("world_size")
+    if (type(pid) is int and 0 < pid < 1 << 32 and type(rank) is int and 0 <= rank < MAX_RANKS
+            and type(world) is int and 0 < world <= MAX_RANKS and (local_rank is None or type(local_rank) is int
+                                                                   and 0 <= local_rank < MAX_RANKS)):
+        return pid, rank, local_rank, world  # the usual node file, in one test
+    return tuple(_whole(proc, key, low=low, high=high) for key, low, high in _PROCESS_NUMBERS)
 
 
 def _whole(proc: dict, key: str, *, low: int = 0, high: int = MAX_RANKS) -> int | None:
