@@ -12,7 +12,7 @@ any verdict was read:
         "responded": true,             # false: py-spy's error, or no stack, for this process
         "frames": ["<module>", "main", "train", "all_reduce"]}]}   # main thread, outermost first
 
-A paste that holds no frame at all has `"processes": []`: it is read rightly when analyze exits 2 with one
+A paste that holds no frame at all has `"processes": []`: it is read rightly when analyze exits 3 (nothing to analyse) with one
 `Error:` line and no traceback. Any other paste is read rightly when analyze gives a verdict (no error, no refusal), finds as many ranks and as many
 processes set aside as the truth, and each rank (matched by number when the truth names them, else in reading
 order) answered or not as the truth says and has exactly its frames: every frame present, none added, in order.
@@ -63,7 +63,7 @@ def judge(verdict: dict, code: int, stderr: str, truth: dict) -> list[str]:
     """What analyze got wrong on one paste (empty: read rightly)."""
     if not truth["processes"]:
         errors = [line for line in stderr.splitlines() if line.startswith("Error:")]
-        ok = code == 2 and len(errors) == 1 and "Traceback" not in stderr
+        ok = code == 3 and len(errors) == 1 and "Traceback" not in stderr
         return [] if ok else [f"a paste without frames: exit {code}, {len(errors)} Error lines"]
     if not verdict:
         return [f"no verdict (exit {code})"]
