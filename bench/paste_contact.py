@@ -10,7 +10,7 @@ any verdict was read:
        {"rank": 3,                     # or null when the paste names no rank
         "role": "rank",                # "rank", or "aside" for a launcher, a helper, a watchdog
         "responded": true,             # false: py-spy's error, or no stack, for this process
-        "frames": ["<module>", "main", "train", "all_reduce"]}]}   # main thread, outermost first
+        "frames": ["<module>", "main", "train", "all_reduce"]}]}   # work thread, Python frames, outermost first
 
 A paste that holds no frame at all has `"processes": []`: it is read rightly when analyze exits 3 (nothing to analyse) with one
 `Error:` line and no traceback. Any other paste is read rightly when analyze gives a verdict (no error, no refusal), finds as many ranks and as many
@@ -48,8 +48,8 @@ def stacks_of(verdict: dict) -> dict[int, list[str]]:
     """Each rank's main-thread frame names, outermost first, from the merged tree."""
     stacks: dict[int, list[str]] = {}
     for node in verdict.get("tree", []):
-        if node.get("frame") is None:
-            continue
+        if node.get("frame") is None or node["frame"].get("native"):
+            continue  # a native frame (py-spy --native) is not counted: the truth lists Python frames
         for rank in unfold(node.get("ranks", "")):
             stacks.setdefault(rank, []).append(node["frame"]["name"])
     return stacks
