@@ -19,7 +19,8 @@ from hangdoctor.formats import faulthandler
 from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr, read_many
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
-from hangdoctor.formats.pyspy_text import looks_like_text_dump, parse_text
+from hangdoctor.formats.pyspy_text import looks_like_text_dump
+from hangdoctor.formats.text import read_text
 from hangdoctor.identity import (TopologyFlags, assign_missing_ranks, build_records, guess_topology, natural_key,
                                  split_cmdline)
 from hangdoctor.model import OK, Collection, NodeReport, Sample
@@ -128,43 +129,36 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
                                           source=str(path))])
             return [NodeReport(name=host, ranks_found=1)], [found]
         raise InputError(f"{path}: JSON that is neither a hangdoctor node file nor a py-spy dump")
-    if faulthandler.looks_like(text):
-        # Python's own dump (faulthandler: PYTHONFAULTHANDLER, faulthandler.register(SIGUSR1), a torch debug server);
-        # several processes' dumps in one file (a shared stderr) are several ranks, told apart by their threads
-        dumps = [threads for block in faulthandler.split_processes(text)
-                 if (threads := faulthandler.parse(block, 0, server=False))]
-        if not dumps:
-            raise InputError(f"{path}: a Python traceback dump with no Python frame in it")
-        host = node_from_filename(path)
-        if len(dumps) > 1:
-            extras.notes.append(f"{path}: {len(dumps)} processes' Python dumps in one file, read as {len(dumps)} ranks "
-                                "in the order they appear (faulthandler names no pid nor rank)")
-        return [NodeReport(name=host, ranks_found=len(dumps))], [Found(
-            host=host, pid=i, rank=None, rank_source="order",
-            samples=[Sample(index=0, time=path.stat().st_mtime, status=OK, threads=threads, source=str(path))])
-            for i, threads in enumerate(dumps)]
-    if looks_like_text_dump(text) or "Error:" in text:
-        file_host = node_from_filename(path)
-        found: list[Found] = []
-        for proc in parse_text(text):
-            if proc.status == "fragment":
-                extras.notes.append(f"{path}: {proc.error}")
-                continue
-            host = proc.host or file_host
-            if proc.truncated:
-                extras.partial.append(f"{path}: the dump of {f'pid {proc.pid}' if proc.pid else 'a process'} is cut off "
-                             f"(its stack does not reach its start): partial")
-            found.append(Found(
-                host=host, pid=proc.pid, rank=proc.rank, rank_source="prefix" if proc.rank is not None else "order",
-                cmdline=split_cmdline(proc.cmdline),
-                samples=[Sample(index=0, time=path.stat().st_mtime, status=proc.status, threads=tuple(proc.threads),
-                                error=proc.error, source=str(path))],
-            ))
-        if not found:
-            raise InputError(f"{path}: no py-spy dump of a process in this file")
-        hosts = sorted({f.host for f in found}, key=natural_key)
-        return [NodeReport(name=h, ranks_found=sum(1 for f in found if f.host == h)) for h in hosts], found
-    raise InputError(f"{path}: not a py-spy dump (JSON or text) nor a hangdoctor node file")
+    return _text_dumps(path, text, extras)
+
+
+def _text_dumps(path: Path, text: str, extras: Extras) -> tuple[list[NodeReport], list[Found]]:
+    """Whatever stacks a text holds (py-spy's, faulthandler's, tracebacks, pystack's, gdb's, behind any prefixes):
+    never refused while it holds a frame; what was undone to read it is said in one note."""
+    processes, undone = read_text(text)
+    file_host = node_from_filename(path)
+    found: list[Found] = []
+    for proc in processes:
+        if proc.status == "fragment":
+            extras.notes.append(f"{path}: {proc.error}")
+            continue
+        if proc.truncated:
+            extras.partial.append(f"{path}: the dump of {f'pid {proc.pid}' if proc.pid else 'a process'} is cut off "
+                                  f"(its stack does not reach its start): partial")
+        found.append(Found(
+            host=proc.host or file_host, pid=proc.pid, rank=proc.rank,
+            rank_source="prefix" if proc.rank is not None else "order", cmdline=split_cmdline(proc.cmdline),
+            samples=[Sample(index=0, time=path.stat().st_mtime, status=proc.status, threads=tuple(proc.threads),
+                            error=proc.error, source=str(path))],
+        ))
+    if not found:
+        raise InputError(f"{path}: no stack frame in it (read as py-spy, faulthandler, traceback, pystack and gdb "
+                         "text, and as hangdoctor's and py-spy's JSON)")
+    if undone:
+        extras.notes.append(f"{path}: read {len(found)} process{'es' if len(found) > 1 else ''} from text with "
+                            f"{', '.join(undone)}")
+    hosts = sorted({f.host for f in found}, key=natural_key)
+    return [NodeReport(name=h, ranks_found=sum(1 for f in found if f.host == h)) for h in hosts], found
 
 
 def decode_text(raw: bytes) -> str:

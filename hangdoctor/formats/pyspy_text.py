@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 
 from hangdoctor.collector.dump import classify_failure, error_line
 from hangdoctor.formats import frames as interned
-from hangdoctor.formats.paste import split_sources
-from hangdoctor.model import OK, Frame, ThreadStack
+from hangdoctor.formats.paste import Source, split_sources
+from hangdoctor.model import ERROR, OK, Frame, ThreadStack
 
 _PROCESS = re.compile(r"^Process (\d+): ?(.*)$")
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
 _FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<loc>[^()]*)\)$")
 _LOCALS_HEADER = ("Arguments:", "Locals:")
+_ELIDED = ("...", "…", "?", "N")  # a line number a person left out
 # Where stacks begin: a main thread that does not reach one of these was cut off (py-spy prints whole stacks).
 _ROOTS = frozenset({"<module>", "_run_module_as_main", "_run_code", "run_module", "run_path", "_bootstrap",
                     "Thread._bootstrap", "_bootstrap_inner", "Thread._bootstrap_inner", "spawn_main", "_main",
@@ -71,11 +72,13 @@ def parse_frame(text: str) -> Frame | None:
     match = _FRAME.match(text)
     if not match:
         return None
-    loc = match["loc"]
+    loc, name = match["loc"], match["name"].strip()
     file, sep, line = loc.rpartition(":")
-    if sep and line.isdigit():
-        return interned.frame(match["name"], file, int(line), interned.looks_native(file))
-    return interned.frame(match["name"], loc, 0, True)
+    if sep and (line.isdigit() or line in _ELIDED):
+        if file.endswith(".py") and " " in name:  # a Python function's name is one word: a label before it goes
+            name = name.split()[-1]
+        return interned.frame(name, file, int(line) if line.isdigit() else 0, interned.looks_native(file))
+    return interned.frame(name, loc, 0, True)
 
 
 def _indent(line: str) -> int:
@@ -95,14 +98,22 @@ class _Parser:
         self.before_headers = 0  # processes made of headerless frames before the first header
         self.orphans = 0  # frames that belong to no process we know (before the first header of a source)
         self.blank_before = False
+        self.grouped: list[tuple[TextProcess, _Thread]] = []  # main-thread headers waiting for the stack below
+        self.shared = 0  # processes that took a stack from a group of headers over it
 
     def close_thread(self) -> None:
         thread, self.thread, self.locals_indent = self.thread, None, None
         if thread is None or self.current is None:
             return
         locals_ = tuple(thread.locals) if any(thread.locals) else None
-        self.current.threads.append(ThreadStack(thread.tid, thread.name, interned.stack(thread.frames),
-                                                thread.active, thread.owns_gil, locals_))
+        stack = interned.stack(thread.frames)
+        self.current.threads.append(ThreadStack(thread.tid, thread.name, stack, thread.active, thread.owns_gil,
+                                                locals_))
+        for proc, waiting in self.grouped:  # several headers over one stack: each is a process with that stack
+            proc.threads.append(ThreadStack(waiting.tid, waiting.name, stack if thread.frames else (),
+                                            waiting.active, waiting.owns_gil))
+            self.shared += bool(thread.frames)
+        self.grouped = []
 
     def close_error(self) -> None:
         if self.error_lines is None:
@@ -114,6 +125,9 @@ class _Parser:
             self.processes.append(target)
         target.status = classify_failure(block, target.pid, live=False)
         target.error = error_line(block)
+        if target.status == ERROR and "failed to suspend" in block.lower():
+            target.error += ("; a process py-spy cannot stop is often in uninterruptible sleep (D state: a read or "
+                             "write that never returns, a hung filesystem or driver)")
         self.error_lines = None
         self.current = None  # whatever follows belongs to another process
 
@@ -160,11 +174,17 @@ class _Parser:
         if thread_match:
             self.header_seen()
             self.close_error()
-            self.close_thread()
             raw_id = thread_match[1]
             tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
             flags = (thread_match[2] or "").lower()
             name = thread_match[3] or ""
+            waiting = self.thread if self.thread is not None and not self.thread.frames and name == "MainThread" \
+                and self.thread.name == "MainThread" and self.current is not None else None
+            if waiting is not None:  # a main thread's header right after another's: both share what follows
+                self.grouped.append((self.current, waiting))
+                self.thread, self.current = None, None
+            else:
+                self.close_thread()
             if self.current is None or (name == "MainThread" and any(t.name == "MainThread" for t in self.current.threads)):
                 self.current = TextProcess(pid=tid if not raw_id.startswith("0x") else 0)
                 self.processes.append(self.current)
@@ -180,6 +200,9 @@ class _Parser:
         frame = parse_frame(stripped)
         if frame is None:
             return
+        if self.thread is not None and self.thread.indent is not None and indent < self.thread.indent and \
+                self.headers:
+            return  # less indented than the thread's frames: a log line printed between dumps, not a frame
         if self.thread is None or (blank and self.headers == 0):
             if self.headers:  # frames after a process header but before any thread line
                 if self.current is None:
@@ -192,6 +215,8 @@ class _Parser:
                 self.current = TextProcess(pid=0)
                 self.processes.append(self.current)
             self.thread = _Thread(self.current.pid, "MainThread", None, None)
+        if self.thread.indent is None:
+            self.thread.indent = indent
         self.thread.frames.append(frame)
         self.thread.locals.append(None)
 
@@ -217,29 +242,39 @@ class _Parser:
         return self.processes
 
 
+def parse_source(source: Source) -> list[TextProcess]:
+    """One source's py-spy dumps (paste.py split the text and undid its prefixes)."""
+    parser = _Parser()
+    for line in source.lines:
+        parser.feed(line)
+    last_line = next((line for line in reversed(source.lines) if line.strip()), "")
+    found = parser.finish(last_line)
+    if parser.orphans and parser.headers:
+        found.insert(0, TextProcess(pid=0, status="fragment",
+                                    error=f"{parser.orphans} frames before the first header (the paste starts "
+                                          f"inside another dump): not assigned to any rank"))
+    return found
+
+
+def place(found: list[TextProcess], source: Source) -> list[TextProcess]:
+    """What a source's prefix says of its processes: their rank, host or pid."""
+    ranks = [p for p in found if p.status != "fragment"]
+    for proc in found:
+        proc.rank = source.rank if proc.rank is None else proc.rank
+        proc.host = source.host
+        if source.pid is not None and not proc.pid and len(ranks) == 1:
+            proc.pid = source.pid
+        if source.task is not None:  # one process: the task is its rank; several: the task is their node
+            if len(ranks) == 1:
+                proc.rank = source.task
+            else:
+                proc.host = f"task{source.task}"
+    return found
+
+
 def parse_text(text: str) -> list[TextProcess]:
-    processes: list[TextProcess] = []
-    for source in split_sources(text):
-        parser = _Parser()
-        for line in source.lines:
-            parser.feed(line)
-        last_line = next((line for line in reversed(source.lines) if line.strip()), "")
-        found = parser.finish(last_line)
-        if parser.orphans and parser.headers:
-            found.insert(0, TextProcess(pid=0, status="fragment",
-                                        error=f"{parser.orphans} frames before the first header (the paste starts "
-                                              f"inside another dump): not assigned to any rank"))
-        ranks = [p for p in found if p.status != "fragment"]
-        for proc in found:
-            proc.rank = source.rank if proc.rank is None else proc.rank
-            proc.host = source.host
-            if source.task is not None:  # one process: the task is its rank; several: the task is their node
-                if len(ranks) == 1:
-                    proc.rank = source.task
-                else:
-                    proc.host = f"task{source.task}"
-        processes += found
-    return processes
+    """Every py-spy dump in a text."""
+    return [proc for source in split_sources(text) for proc in place(parse_source(source), source)]
 
 
 def looks_like_text_dump(text: str) -> bool:

@@ -1,0 +1,61 @@
+"""Any text that holds stacks -> processes. paste.py undoes what logs and trackers did to it and splits it into
+sources (one per rank, process or host prefix); each source is read by the shape of its frames: py-spy's
+(`name (file:line)`), faulthandler's (`File "f", line N in name`), a traceback's or pystack's
+(`File "f", line N, in name`), gdb's py-bt (`#4 Frame 0x.., for file f, line N, in name`). A file that holds
+frames is never refused: what is read is used, and what is not is said."""
+
+from __future__ import annotations
+
+import re
+
+from hangdoctor.formats import faulthandler, tracebacks
+from hangdoctor.formats.paste import Source, split_sources
+from hangdoctor.formats.pyspy_text import TextProcess, parse_frame, parse_source, place
+
+_FAULTHANDLER_FRAME = re.compile(r'^\s+File ".*", line (?:\d+|\.\.\.) in \S')
+
+
+def _shape(lines: list[str]) -> str:
+    """Which reader a source needs: the format most of its frame lines have."""
+    traceback_frames, gdb_frames = tracebacks.frame_count(lines)
+    counts = {
+        "faulthandler": sum(1 for line in lines if _FAULTHANDLER_FRAME.match(line)),
+        "traceback": traceback_frames + gdb_frames,
+        "py-spy": sum(1 for line in lines if line.strip() and parse_frame(line.strip()) is not None
+                      and ".py:" in line),
+    }
+    best = max(counts, key=lambda kind: counts[kind])
+    return best if counts[best] else "py-spy"
+
+
+def _read_source(source: Source) -> tuple[list[TextProcess], str]:
+    shape = _shape(source.lines)
+    if shape == "faulthandler":
+        text = "\n".join(source.lines)
+        dumps = [threads for block in faulthandler.split_processes(text)
+                 if (threads := faulthandler.parse(block, 0, server=False))]
+        if not dumps:  # frames without faulthandler's thread header: one thread of one process
+            dumps = [faulthandler.parse("Thread 0x0 (most recent call first):\n" + text, 0, server=False)]
+        found = [TextProcess(pid=0, threads=list(threads)) for threads in dumps if threads]
+        if len(found) > 1:
+            shape = (f"{len(found)} processes' Python dumps in one file, read as {len(found)} ranks in the order "
+                     "they appear (faulthandler names no pid nor rank)")
+        return found, shape
+    if shape == "traceback":
+        return [TextProcess(pid=0, threads=threads) for threads in tracebacks.parse(source.lines)], shape
+    return parse_source(source), shape
+
+
+def read_text(text: str) -> tuple[list[TextProcess], list[str]]:
+    """Every process a text shows, in reading order, and notes on what was undone to read it."""
+    processes: list[TextProcess] = []
+    notes: list[str] = []
+    for source in split_sources(text):
+        found, shape = _read_source(source)
+        processes += place(found, source)
+        for note in source.stripped:
+            if note not in notes:
+                notes.append(note)
+        if shape != "py-spy" and f"{shape} stacks" not in notes:
+            notes.append(shape if " " in shape else f"{shape} stacks")
+    return processes, notes

@@ -1,0 +1,84 @@
+"""Stacks printed as Python prints tracebacks, and the tools that print them that way, -> threads.
+
+    Traceback (most recent call last):                       <- traceback.print_stack / format_exc, pystack,
+      File "/w/train.py", line 80, in <module>                  the "dump every thread" recipes built on
+        main()                                                  sys._current_frames: outermost frame first,
+      File "/w/train.py", line 50, in main                      each frame's source line under it (skipped)
+    Traceback for thread 812 (python) [Has the GIL] (most recent call last):
+        (Python) File "/w/train.py", line 50, in main        <- pystack; its (C) frames are native
+    # Thread: MainThread(139872)                             <- a header of any words starts the next thread
+    #4 Frame 0x7f.., for file /w/train.py, line 50, in main (x=1)   <- gdb's py-bt: innermost first
+
+A line number a person elided (`line ...`) reads as 0. A header that names a thread "MainThread" (or a thread id)
+is kept as its name; a new MainThread header starts the next process.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hangdoctor.formats import frames as interned
+from hangdoctor.model import Frame, ThreadStack
+
+_TRACEBACK = re.compile(r'^\s*(?:\((?P<kind>Python|C)\)\s*)?File "(?P<file>.*?)", line (?P<line>\d+|\.\.\.|\?),'
+                        r" in (?P<name>\S+)")
+_GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?Frame 0x[0-9a-fA-F]+, for file (?P<file>.+?), "
+                  r"line (?P<line>\d+), in (?P<name>[^\s(]+)")
+_SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
+_MAIN = re.compile(r"\bMainThread\b")
+_THREAD_ID = re.compile(r"\b(?:thread|Thread|tid)[ =:]*(0x[0-9a-fA-F]+|\d+)|\((\d+)\)")
+
+
+def frame_count(lines: list[str]) -> tuple[int, int]:
+    """How many lines are traceback frames and gdb py-bt frames: which reader a source needs."""
+    return (sum(1 for line in lines if _TRACEBACK.match(line)), sum(1 for line in lines if _GDB.match(line)))
+
+
+@dataclass
+class _Thread:
+    header: str
+    frames: list[Frame] = field(default_factory=list)
+
+
+def _frame(match: re.Match) -> Frame:
+    line = match["line"]
+    native = match.groupdict().get("kind") == "C"
+    return interned.frame(match["name"], _SITE.sub("", match["file"]), int(line) if line.isdigit() else 0, native)
+
+
+def parse(lines: list[str]) -> list[list[ThreadStack]]:
+    """Each process's threads, innermost frame first: a process per MainThread header (one when none names it)."""
+    threads: list[_Thread] = []
+    header, innermost_first = "", False
+    for line in lines:
+        match = _TRACEBACK.match(line) or _GDB.match(line)
+        if match is None:
+            stripped = line.strip()
+            if stripped and not line[:1].isspace():  # a header, an exception's message, a log line: ends a thread
+                header = stripped
+                if threads and threads[-1].frames:
+                    threads.append(_Thread(header))
+                elif threads:
+                    threads[-1].header = header
+            continue
+        innermost_first = innermost_first or match.re is _GDB
+        if not threads:
+            threads.append(_Thread(header))
+        threads[-1].frames.append(_frame(match))
+    processes: list[list[ThreadStack]] = []
+    for i, thread in enumerate(t for t in threads if t.frames):
+        frames = thread.frames if innermost_first else thread.frames[::-1]
+        is_main = bool(_MAIN.search(thread.header))
+        if not processes or (is_main and any(t.name == "MainThread" for t in processes[-1])):
+            processes.append([])
+        ident = _THREAD_ID.search(thread.header)
+        raw_id = next(g for g in ident.groups() if g) if ident else str(i)
+        tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
+        name = "MainThread" if is_main else f"thread {tid}"
+        processes[-1].append(ThreadStack(thread_id=tid, name=name, frames=interned.stack(frames)))
+    for threads_of in processes:  # no header named the main thread: the one that starts at <module>, else the first
+        if not any(t.name == "MainThread" for t in threads_of):
+            main = next((i for i, t in enumerate(threads_of) if t.frames[-1].name == "<module>"), 0)
+            threads_of[main] = ThreadStack(threads_of[main].thread_id, "MainThread", threads_of[main].frames)
+    return processes
