@@ -31,6 +31,7 @@ class TopologyFlags:
     dp: int | None = None
     order: str = DEFAULT_ORDER
     world_size: int | None = None
+    ranks: tuple[int, ...] = ()  # --ranks: the ranks of processes that carry none, in reading order
 
 
 def flag_value(argv: tuple[str, ...] | list[str], names: tuple[str, ...]) -> int | None:
@@ -104,11 +105,22 @@ def guess_topology(found: list[Found], flags: TopologyFlags) -> tuple[ParallelDi
     return dims, source or "flags", world, warnings
 
 
-def assign_missing_ranks(found: list[Found]) -> list[str]:
-    """Give a rank to processes whose environment did not carry one (text and bare py-spy JSON dumps)."""
+def assign_missing_ranks(found: list[Found], named: tuple[int, ...] = ()) -> list[str]:
+    """Give a rank to processes whose environment did not carry one (text and bare py-spy JSON dumps): the
+    user's --ranks in reading order, else node order and --local_rank, else reading order."""
     unknown = [f for f in found if f.rank is None]
     if not unknown:
         return []
+    if named:
+        hosts = sorted({f.host for f in unknown}, key=natural_key)
+        in_order = [f for h in hosts for f in unknown if f.host == h]
+        for f, rank in zip(in_order, named):
+            f.rank, f.rank_source = rank, "--ranks"
+        if len(named) == len(in_order):
+            return []
+        more = "ranks than processes" if len(named) > len(in_order) else "processes than ranks"
+        rest = assign_missing_ranks(found)
+        return [f"--ranks names {len(named)} ranks for {len(in_order)} processes without one: more {more}"] + rest
     for f in unknown:
         if f.local_rank is None:
             f.local_rank = flag_value(f.cmdline, LOCAL_RANK_FLAGS)

@@ -289,6 +289,8 @@ RULES: tuple[WaitRule, ...] = (
     R("worker", "python", "multiprocessing/semaphore_tracker.py", "main", op="multiprocessing semaphore tracker",
       role="process"),
     R("worker", "python", "multiprocessing/forkserver.py", "main", op="multiprocessing fork server", role="process"),
+    # a watchdog that runs py-spy on the ranks (SGLang's, a job's own): its stack is in the dumping, not in rank work
+    R("worker", "python", "", r".*py_?spy.*", op="a watchdog running py-spy", role="process"),
     # ---- native frames (py-spy --native) ------------------------------------------------------------------
     R("ddp-reducer", "torch DDP", "", r"c10d::Reducer::.*", native=True, op="backward",
       says="DDP's reducer: the gradient all_reduce of backward"),

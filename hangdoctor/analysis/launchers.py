@@ -74,6 +74,16 @@ def _communicates(found: Found, table: WaitTable) -> bool:
     return table.process_role((wait.call,)) is None
 
 
+def _any_thread_communicates(found: Found, table: WaitTable) -> bool:
+    """Some thread of it waits in a collective, a p2p call or on the GPU: rank work, whatever its main thread does."""
+    for sample in found.samples:
+        for thread in sample.threads:
+            wait = table.classify(thread.frames) if thread.frames else None
+            if wait is not None and (wait.communicates or wait.kind == "device-sync"):
+                return True
+    return False
+
+
 def _waits_for_children(found: Found, table: WaitTable) -> bool:
     """A parent that only waits (on a child, a pipe, a sleep, or idle outside any known call) is a launcher; one
     that communicates, waits on the GPU or runs is a rank that happens to have started others (Lightning's rank
@@ -95,6 +105,8 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
         role = next((r for r in map(table.process_role, _main_stacks(f)) if r is not None), None)
         if role is not None and role.kind == "launcher" and _communicates(f, table):
             role = None  # a rank that runs inside a launcher-looking frame (a driver in an engine process)
+        elif role is not None and role.kind == "worker" and _any_thread_communicates(f, table):
+            role = None  # a rank whose main thread serves a helper pool (inductor's compile workers' reader)
         program = "" if role is not None else launcher_by_cmdline(f.cmdline)
         titled = helper_by_title(f.cmdline) if role is None and not program else None
         if role is None and not program and titled is None:

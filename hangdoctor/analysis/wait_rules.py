@@ -56,6 +56,7 @@ class WaitRule:
     weight: int = 1  # 0: generic (threading, queues, sockets, libc); 1: a framework's own wait
     origin: str = "built-in"  # or the file a user's row came from
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
+    _files: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -66,9 +67,12 @@ class WaitRule:
         if self.sure not in SURE:
             raise ValueError(f"sure {self.sure!r} is not one of {', '.join(SURE)}")
         object.__setattr__(self, "_pattern", compile_user_regex(self.function or ".*", "function"))
+        # the `multiprocess` package (dill's fork of multiprocessing, which HF datasets uses) has the same files
+        twin = self.file.replace("multiprocessing/", "multiprocess/", 1) if "multiprocessing/" in self.file else ""
+        object.__setattr__(self, "_files", (self.file, twin) if twin else (self.file,))
 
     def matches(self, name: str, file: str, native: bool) -> bool:
-        if native != self.native or (self.file and self.file not in file):
+        if native != self.native or (self.file and not any(f in file for f in self._files)):
             return False
         pattern = self._pattern
         return pattern.fullmatch(name) is not None or pattern.fullmatch(name.rsplit(".", 1)[-1]) is not None

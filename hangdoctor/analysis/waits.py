@@ -85,7 +85,8 @@ class WaitTable:
 
     def _process_role(self, frames: Stack) -> WaitRule | None:
         for frame in frames:
-            if frame.file.startswith("multiprocessing/process.py") and "_bootstrap" in frame.name:
+            if frame.file.startswith(("multiprocessing/process.py", "multiprocess/process.py")) \
+                    and "_bootstrap" in frame.name:
                 return None  # a forked child: what lies below are its parent's frames
             try:
                 found = self._role[frame]

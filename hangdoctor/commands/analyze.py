@@ -1,15 +1,24 @@
-"""Analyse dumps offline: a folder written by `attach`, collector node files, or py-spy JSON/text dumps.
+"""Analyse dumps offline: a folder written by `attach`, collector node files, or any text that holds stacks.
 
     hangdoctor analyze hangdoctor-1234-20240101-120000/
     hangdoctor analyze trace-*.out --tp 8 --pp 10 --world-size 320     # the seed's concatenated py-spy dumps
+    hangdoctor analyze paste.txt --ranks 0-7                            # a paste that names no rank
+
+What it reads: attach's folders and node files; py-spy's JSON and text (--native, --locals); Python's
+faulthandler dumps (one process or several in one log); tracebacks and the thread-dump recipes built on them;
+pystack's and gdb's py-bt output; torch's Flight Recorder dumps (pickle or JSON). Around them, what pastes carry:
+timestamps, log levels, [rankN]: / srun N: / pdsh host: / Ray (Actor pid=N) prefixes, interleaved ranks, lines
+wrapped by a collector, markdown fences and quotes, terminal colours, UTF-16, several processes grouped over one
+stack, py-spy's own error for a process. A file that holds a frame is never refused: a Warning says what was read.
 
 Text dumps carry no rank: ranks are then assumed from node order and --local_rank in the argv (or reading
-order), and a warning says so.
+order, or --ranks), and a warning says so.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -33,12 +42,26 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="FOLDER|FILE",
                         help="output folder of `attach`, node .json files, py-spy --json or text dumps")
     add_topology_flags(parser)
+    parser.add_argument("--ranks", type=rank_list, metavar="LIST",
+                        help="the ranks of the processes that carry none (a paste), in reading order: e.g. 0-3,8-11")
     add_rules_flag(parser)
     add_output_flags(parser)
 
 
+def rank_list(text: str) -> tuple[int, ...]:
+    from topology.ranksets import parse_ranks
+
+    try:
+        ranks = parse_ranks(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not ranks:
+        raise argparse.ArgumentTypeError(f"{text!r}: no rank in it")
+    return tuple(ranks)
+
+
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    flags = topology_flags(args)
+    flags = replace(topology_flags(args), ranks=args.ranks or ())
     table = wait_table(args)
     try:
         collection = load_paths(args.paths, flags, table)

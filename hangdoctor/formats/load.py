@@ -100,7 +100,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         try:
             data = parse_json(text, where=str(path))
         except InputRefused as exc:
-            if not looks_like_text_dump(text):  # "[rank0]: Thread ..." starts like JSON and is not
+            if stripped.startswith("{") and not looks_like_text_dump(text):  # "[rank0]: ..." starts like JSON
                 raise InputError(str(exc)) from None
     if data is not None:
         if is_fr_json(data):
@@ -248,7 +248,7 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
         times = [s.time for f in found for s in f.samples]
         interval = round((max(times) - min(times)) / (most - 1), 2) if times else 0.0
         samples = most
-    notes += assign_missing_ranks(found)
+    notes += assign_missing_ranks(found, flags.ranks)
     fr = _one_per_rank(flight_recorder or [], notes)
     unread = sorted(set(unread) - {d.rank for d in fr})
     if fr and flags.world_size is None and not any(f.world_size for f in found):

@@ -73,12 +73,12 @@ def clean(text: str) -> tuple[list[str], list[str]]:
         text = html.unescape(text)
         notes.append("HTML entities")
     lines = text.splitlines()
-    if any(_FENCE.match(line) for line in lines):
-        lines = [line for line in lines if not _FENCE.match(line)]
-        notes.append("markdown fences")
     if _share(lines, _QUOTE) >= _SHARE:
         lines = [_QUOTE.sub("", line, count=1) for line in lines]
         notes.append("quote marks")
+    if any(_FENCE.match(line) for line in lines):
+        lines = [line for line in lines if not _FENCE.match(line)]
+        notes.append("markdown fences")
     return lines, notes
 
 

@@ -104,7 +104,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_codes(tmp_path):
     assert code == EXIT_NOT_FOUND and err.startswith("Error: ") and "Traceback" not in err
     (tmp_path / "x.txt").write_text("nothing here\n")
     code, _, err = run("analyze", str(tmp_path / "x.txt"))
-    assert code == EXIT_NOT_FOUND and "not a py-spy dump" in err and "Hint:" in err
+    assert code == EXIT_NOT_FOUND and "no stack frame in it" in err and "Hint:" in err
     code, _, err = run("analyze", str(DATA / "gloo8_mixed.node.json"), "--order", "tp-tp-pp")
     assert code == EXIT_USAGE and "must name each of tp, dp, pp" in err
 

@@ -1,0 +1,225 @@
+"""What people paste from wherever they got it (issue 30): each form is our own reproduction of a shape seen in
+public threads (named per test), made from a dump recorded here (the ddp_barrier corpus case: rank 0 in a
+barrier, ranks 1-3 in DDP's backward) or from a real process's own faulthandler or traceback output, so that the
+expected reading is known."""
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from hangdoctor.analysis.verdict import diagnose
+from hangdoctor.cli import main
+from hangdoctor.formats.load import load_paths
+from hangdoctor.formats.text import read_text
+from hangdoctor.identity import TopologyFlags
+from tests.hangdoctor.test_pastes import EXPECTED, TEXT, blocks, places
+
+
+def load(tmp_path: Path, text: str, name: str = "paste.txt"):
+    path = tmp_path / name
+    path.write_text(text)
+    return load_paths([path], TopologyFlags())
+
+
+def verdict(tmp_path: Path, text: str, name: str = "paste.txt"):
+    return diagnose(load(tmp_path, text, name))
+
+
+def main_frames(proc) -> list[str]:
+    thread = next(t for t in proc.threads if t.name == "MainThread")
+    return [f.name for f in thread.frames]
+
+
+def test_several_headers_over_one_stack_are_that_many_processes(tmp_path):
+    # a person groups identical stacks under their headers (Megatron-LM threads: 16 ranks, 3 stacks)
+    parts = blocks(TEXT)
+    launcher, rank0, others = parts[0], parts[1], parts[2:]
+    grouped = [line for line in others[0] if line.startswith("Thread ") and "MainThread" in line]
+    grouped += [next(line for line in block if line.startswith("Thread ") and "MainThread" in line) for block in others[1:]]
+    stack = []
+    for line in others[0][others[0].index(grouped[0]) + 1:]:
+        if line.startswith("Thread "):
+            break
+        stack.append(line)
+    text = "\n".join(launcher + rank0 + grouped + stack)
+    v = verdict(tmp_path, text)
+    assert places(v) == EXPECTED
+
+
+def test_what_trackers_and_terminals_add_is_undone(tmp_path):
+    # a GitHub comment: a fenced block, quoted in a reply, copied from a coloured terminal, HTML-escaped
+    coloured = re.sub(r"^(Thread .*)$", "\x1b[1;32m\\1\x1b[0m", TEXT, flags=re.M)
+    escaped = coloured.replace("<module>", "&lt;module&gt;")
+    text = "\n".join("> " + line for line in ["```", *escaped.splitlines(), "```"])
+    assert places(verdict(tmp_path, text)) == EXPECTED
+    assert any("quote marks" in w and "markdown fences" in w for w in load(tmp_path, text).warnings)
+
+
+def test_log_lines_between_dumps_are_not_frames(tmp_path):
+    # a watchdog logs a line before each py-spy run (SGLang's scheduler watchdog shape)
+    text = "\n".join(line if not line.startswith("Process ") else
+                     f"[watchdog] dumping stacks of the scheduler (pid {line.split()[1][:-1]})\n{line}"
+                     for line in TEXT.splitlines())
+    assert places(verdict(tmp_path, text)) == EXPECTED and len(load(tmp_path, text).records) == 4
+
+
+def test_a_label_before_a_frame_and_an_elided_line_number(tmp_path):
+    # a summary written by a person (Megatron-DeepSpeed thread): group labels, then one frame with its line elided
+    text = ("DP0,3,5,7:  broadcast  (torch/distributed/distributed_c10d.py:2841)\n"
+            "DP1,2,4,6:  backward (torch/_tensor.py:...)\n")
+    processes, notes = read_text(text)
+    assert [main_frames(p) for p in processes] == [["broadcast"], ["backward"]]
+    assert processes[1].threads[0].frames[0].line == 0 and not processes[1].threads[0].frames[0].native
+    assert "label prefixes" in notes
+
+
+def test_a_process_py_spy_could_not_suspend_is_unanswered_and_d_state_is_suggested(tmp_path):
+    # an SGLang thread: one scheduler in a write that never returned; py-spy printed only its error
+    second = blocks(TEXT)[2]
+    text = "\n".join(blocks(TEXT)[1] + [second[0], "Error: Failed to suspend process"] + blocks(TEXT)[3])
+    processes, _ = read_text(text)
+    failed = [p for p in processes if p.status != "ok"]
+    assert len(failed) == 1 and "D state" in failed[0].error
+
+
+def faulthandler_text(tmp_path: Path) -> str:
+    """A real process's faulthandler dump: a main thread in train -> all_reduce (a sleep stands for it), a
+    tqdm-like monitor thread."""
+    program = tmp_path / "worker.py"
+    program.write_text(textwrap.dedent("""
+        import faulthandler, sys, threading, time
+        def monitor_run():
+            time.sleep(30)
+        def all_reduce():
+            faulthandler.dump_traceback(sys.stdout, all_threads=True)
+        def execute_model():
+            all_reduce()
+        threading.Thread(target=monitor_run, daemon=True).start()
+        time.sleep(0.2)
+        execute_model()
+    """))
+    return subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=60).stdout
+
+
+def test_ray_prefixed_faulthandler_wrapped_at_80_columns(tmp_path):
+    # vLLM on Ray: each worker's faulthandler output behind Ray's prefix, cut at 80 columns by the log monitor
+    lines, dump = [], faulthandler_text(tmp_path).splitlines()
+    for pid in (8812, 8813):
+        for line in dump:
+            pieces = [line[i:i + 80] for i in range(0, len(line), 80)] or [""]
+            lines += [f"(RayWorkerWrapper pid={pid}) {piece}" for piece in pieces]
+    assert len(lines) > 2 * len(dump)  # some frame lines were cut
+    processes, notes = read_text("\n".join(lines))
+    assert [p.pid for p in processes] == [8812, 8813]
+    for proc in processes:
+        assert main_frames(proc)[:3] == ["all_reduce", "execute_model", "<module>"]
+    assert "pid prefixes" in notes
+
+
+def test_the_thread_dump_recipe_and_tracebacks(tmp_path):
+    # the "dump every thread" recipe (sys._current_frames + traceback.format_stack) pasted in many threads
+    program = tmp_path / "recipe.py"
+    program.write_text(textwrap.dedent("""
+        import sys, threading, traceback
+        def dump():
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                print(f"# Thread: {names.get(ident, '?')}({ident})")
+                print("".join(traceback.format_stack(frame)))
+        def barrier():
+            dump()
+        def train():
+            barrier()
+        train()
+    """))
+    text = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=60).stdout
+    processes, notes = read_text(text)
+    assert len(processes) == 1 and main_frames(processes[0]) == ["dump", "barrier", "train", "<module>"]
+    assert "traceback stacks" in notes
+
+
+def test_pystack_and_gdb_py_bt(tmp_path):
+    # pystack's format (its documentation's shape) and gdb's py-bt (CPython's libpython.py), our own frames
+    pystack = textwrap.dedent("""\
+        Traceback for thread 4012 (python3) [Has the GIL] (most recent call last):
+            (Python) File "/w/train.py", line 80, in <module>
+                main()
+            (Python) File "/w/train.py", line 50, in main
+                dist.all_reduce(t)
+            (C) File "???", line 0, in pthread_cond_wait (libc.so.6)
+            (Python) File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2501, in all_reduce
+                work.wait()
+        """)
+    processes, _ = read_text(pystack)
+    assert main_frames(processes[0])[:1] == ["all_reduce"] and main_frames(processes[0])[-1] == "<module>"
+    gdb = ("#4 Frame 0x7f3c0c001a40, for file /usr/lib/python3.11/site-packages/torch/distributed/"
+           "distributed_c10d.py, line 2501, in all_reduce (tensor=<Tensor at remote 0x7f3c>)\n"
+           "#8 Frame 0x7f3c0c0019a0, for file /w/train.py, line 50, in main ()\n"
+           "#12 Frame 0x7f3c0c001900, for file /w/train.py, line 80, in <module> ()\n")
+    processes, _ = read_text(gdb)
+    assert main_frames(processes[0]) == ["all_reduce", "main", "<module>"]
+
+
+def test_a_file_without_any_frame_is_one_error_line(tmp_path, capsys):
+    path = tmp_path / "nccl.log"
+    path.write_text("[rank3]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: "
+                    "WorkNCCL(SeqNum=12, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.\n")
+    assert main(["analyze", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("Error:") == 1 and "no stack frame in it" in err and "Traceback" not in err
+
+
+def test_ranks_names_the_processes_of_a_paste(tmp_path, capsys):
+    path = tmp_path / "paste.txt"
+    path.write_text(TEXT)
+    assert main(["analyze", str(path), "--ranks", "8-11", "--json"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert '"folded": "8-11"' in out
+    assert main(["analyze", str(path), "--ranks", "3-x"]) == 2
+    assert "bad rank range" in capsys.readouterr().err
+
+
+def test_a_rank_whose_main_thread_serves_a_helper_pool_stays_a_rank(tmp_path):
+    # torch.compile with inductor's subprocess pool: a thread of the rank reads the compile workers' results
+    text = textwrap.dedent("""\
+        Process 501: python train.py
+        Python v3.11.7 (/usr/bin/python3.11)
+
+        Thread 501 (idle): "MainThread"
+            _read_thread (torch/_inductor/compile_worker/subproc_pool.py:180)
+            run (threading.py:975)
+        Thread 533 (idle): "forward"
+            all_reduce (torch/distributed/distributed_c10d.py:2501)
+            forward (model.py:40)
+            train (train.py:50)
+
+        Process 502: python -m multiprocess.pool
+        Python v3.11.7 (/usr/bin/python3.11)
+
+        Thread 502 (idle): "MainThread"
+            worker (multiprocess/pool.py:114)
+            run (multiprocess/process.py:108)
+            _bootstrap (multiprocess/process.py:314)
+        """)
+    collection = load(tmp_path, text)
+    assert [r.identity.pid for r in collection.records] == [501]
+    assert [a.pid for a in collection.set_aside] == [502]
+
+
+def test_a_watchdog_running_py_spy_is_not_a_rank(tmp_path):
+    text = textwrap.dedent("""\
+        Thread 700 (idle): "MainThread"
+            communicate (subprocess.py:1209)
+            pyspy_dump_schedulers (sglang/srt/utils.py:2100)
+            watchdog_thread (sglang/srt/managers/scheduler.py:1500)
+            <module> (sglang/launch_server.py:14)
+        Thread 701 (idle): "MainThread"
+            broadcast (torch/distributed/distributed_c10d.py:2841)
+            event_loop_normal (sglang/srt/managers/scheduler.py:600)
+            <module> (sglang/launch_server.py:14)
+        """)
+    collection = load(tmp_path, text)
+    assert [r.identity.pid for r in collection.records] == [701]
+    assert "py-spy" in collection.set_aside[0].why
