@@ -37,6 +37,8 @@ from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
 from weightdiff.read.shared_tensors import storage_groups, with_ties
 from weightdiff.read.torch_load import DEEPSPEED_GLOBALS, is_tensor, safe_load
+from weightdiff.read.zero3 import MODEL_FILE as ZERO3_MODEL_FILE
+from weightdiff.read.zero3 import is_zero3_folder, read_zero3_checkpoint
 from weightdiff.read.zero_files import names_from_slices
 from weightdiff.records import RankDump, TensorMeta
 
@@ -52,7 +54,8 @@ def is_checkpoint_folder(path: Path) -> bool:
 
 def _has_model_files(path: Path) -> bool:
     try:
-        return any(MP_FILE.match(p.name) or LAYER_FILE.match(p.name) for p in path.iterdir() if p.is_file())
+        return any(MP_FILE.match(p.name) or LAYER_FILE.match(p.name) or ZERO3_MODEL_FILE.match(p.name)
+                   for p in path.iterdir() if p.is_file())
     except OSError:  # a subfolder that cannot be listed holds no checkpoint we can read
         return False
 
@@ -181,6 +184,8 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
     errors: list[str] = []
     mp_files = sorted((int(m[1]), p) for p in folder.iterdir() if (m := MP_FILE.match(p.name)))
     layer_files = sorted((int(m[1]), int(m[2] or 0), p) for p in folder.iterdir() if (m := LAYER_FILE.match(p.name)))
+    if not mp_files and is_zero3_folder(folder):
+        return read_zero3_checkpoint(folder)
     if not mp_files:
         raise BadInput(f"{folder}: no mp_rank_*_model_states.pt: not a DeepSpeed checkpoint tag folder")
     states = {}

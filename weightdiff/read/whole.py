@@ -25,6 +25,7 @@ from weightdiff.errors import BadInput
 from weightdiff.read.checkpoint import BUFFER_LEAVES
 from weightdiff.read.shared_tensors import storage_groups, with_ties
 from weightdiff.read.torch_load import is_tensor, safe_load
+from weightdiff.read.zero3 import placeholder_reason
 from weightdiff.records import RankDump, TensorMeta
 
 KIND_NAMES = {"torch-save": "torch.save state dict", "safetensors": "safetensors", "dcp": "DCP checkpoint",
@@ -88,7 +89,11 @@ class TensorDict:
 
 
 def read_torch_save(path: Path) -> RankDump:
-    tensors = flatten(safe_load(path, mmap=True, allowed=()))
+    state = safe_load(path, mmap=True, allowed=())
+    reason = placeholder_reason(state)
+    if reason is not None:  # its tensors are size 0: compared, they would all be "equal"
+        raise BadInput(f"{path}: {reason}")
+    tensors = flatten(state)
     if not tensors:
         raise BadInput(f"{path}: a torch.save file with no tensors in it (not a state dict?)")
     metas = {name: meta_for(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in tensors.items()}
