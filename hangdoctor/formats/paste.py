@@ -30,13 +30,16 @@ _TIMESTAMP = re.compile(
     r"(?:\s*[-|]?\s*\[?[\w.]+(?::\d+)?\]?(?=\s*[-|:]\s))?"  # logger or file:line, before a separator
     r"\s*[-|:]?\s?"
 )
+_LOG_HEADER = re.compile(r"^[^\]\n]{0,100}?\b\d\d:\d\d:\d\d\b[^\]\n]{0,100}?\]\s?")  # "ERROR 01-29 20:00:47 x.py:240] "
 _KEYED = (
-    ("rank", re.compile(r"^\s*\[(?:rank|default)(\d+)\]:\s?")),
-    ("pid", re.compile(r"^\s*\((?:[^()]*?\s)?pid=(\d+)(?:,\s*ip=[^)]*)?\)\s?")),
-    ("task", re.compile(r"^\s*(\d+):\s?")),
-    ("host", re.compile(r"^([A-Za-z0-9][\w.-]*):\s")),
-    ("label", re.compile(r"^\s*([A-Za-z][A-Za-z_ ]*\d[\d,\- ]*):\s+(?=\S)")),
+    ("rank", re.compile(r"^\s*\[(?:rank|default)(?P<key>\d+)\]:\s?")),
+    ("pid", re.compile(r"^\s*\((?P<actor>[^()]*?(?:\[[^\]]*\])?)\s*pid=(?P<key>\d+)(?:,\s*ip=[^)]*)?\)\s?")),
+    ("task", re.compile(r"^\s*(?P<key>\d+):\s?")),
+    ("host", re.compile(r"^(?P<key>[A-Za-z0-9][\w.-]*):\s")),
+    ("label", re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z_ ]*\d[\d,\- ]*):\s+(?=\S)")),
 )
+_ACTOR_RANK = re.compile(r"\brank[=_ :]?(\d+)", re.I)
+_FRAMEISH = re.compile(r'^\s*(?:#\d+ |File "|\(Python\) |\S+ \(.*:(?:\d+|\.\.\.)\)\s*$)')
 _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
@@ -84,46 +87,97 @@ def clean(text: str) -> tuple[list[str], list[str]]:
 
 def split_sources(text: str) -> list[Source]:
     lines, notes = clean(text)
-    if _share(lines, _TIMESTAMP) >= _SHARE:
-        lines = [_TIMESTAMP.sub("", line, count=1) if _TIMESTAMP.match(line) else line for line in lines]
-        notes.append("timestamps")
-    for kind, pattern in _KEYED:
+    return _split(lines, notes, {}, depth=0)
+
+
+def _strip_headers(lines: list[str], notes: list[str]) -> tuple[list[str], list[str]]:
+    """Timestamps and log headers that start most lines, removed."""
+    for pattern, what in ((_TIMESTAMP, "timestamps"), (_LOG_HEADER, "log headers")):
+        if _share(lines, pattern) >= _SHARE:
+            lines = [pattern.sub("", line, count=1) if pattern.match(line) else line for line in lines]
+            notes = notes + [what] if what not in notes else notes
+    return lines, notes
+
+
+def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[Source]:
+    """Sources of these lines: split by the first prefix that starts most of them, then again inside each group
+    (a Ray actor's lines carry a rank prefix or a log header of their own; a log collector may double a prefix)."""
+    lines, notes = _strip_headers(lines, notes)
+    for kind, pattern in _KEYED if depth < 3 else ():
         if _share(lines, pattern) < _SHARE:
             continue
         groups: dict[str, list[str]] = {}
+        ranks: dict[str, int] = {}
+        last = None
         for line in lines:
             match = pattern.match(line)
-            if match:  # unprefixed lines (other output mixed in) are dropped
-                groups.setdefault(match[1], []).append(line[match.end():])
-        notes.append(f"{kind} prefixes")
-        return [Source(join_wrapped(group), rank=int(key) if kind == "rank" else None,
-                       host=key if kind == "host" else None, task=int(key) if kind == "task" else None,
-                       pid=int(key) if kind == "pid" else None, label=key if kind == "label" else None,
-                       stripped=notes) for key, group in groups.items()]
-    return [Source(join_wrapped(lines), stripped=notes)]
+            if match:
+                last = match["key"]
+                groups.setdefault(last, []).append(line[match.end():])
+                actor = match.groupdict().get("actor") or ""
+                if kind == "pid" and (found := _ACTOR_RANK.search(actor)):
+                    ranks[last] = int(found[1])
+            elif last is not None and line.strip() and _continues(groups[last][-1], line):
+                groups[last].append(line)  # a frame printed without the prefix, or the rest of a cut line
+        here = notes + [f"{kind} prefixes"] if f"{kind} prefixes" not in notes else notes
+        sources = []
+        for key, group in groups.items():
+            found = dict(known)
+            if kind in ("rank", "task"):
+                found[kind] = int(key)
+            elif kind == "pid":
+                found["pid"] = int(key)
+                if key in ranks:
+                    found.setdefault("rank", ranks[key])
+            else:
+                found[kind] = key
+            sources += _split(group, here, found, depth + 1)
+        return sources
+    return [Source(join_wrapped(lines), stripped=notes, **known)]
+
+
+def _continues(previous: str, line: str) -> bool:
+    """An unprefixed line belongs to the prefixed line before it: a frame (a watchdog prints a stack's frames
+    without the prefix of its first line), or the rest of a line a terminal cut (the cut line is long)."""
+    return bool(_FRAMEISH.match(line)) or _open(previous) or (len(previous.rstrip()) >= 60 and not line[:1].isspace())
 
 
 # A frame line's start and its whole, in the formats people paste (py-spy's `name (file:line)`, faulthandler's
 # `File "f", line N in name`, a traceback's `File "f", line N, in name`)
 _STARTS = re.compile(r'^\s*(?:File "|Thread |Process |Python v|Current thread |Traceback |#\d+ |\S+ \()')
+_PYSPY_OPEN = re.compile(r"^\S+ \([^()\s]*$")  # py-spy's `name (file:line)` cut inside the parentheses
+_RICH_OPEN = re.compile(r"\.py:\d+ in$")  # rich's traceback header, its function name on the next line
 _WHOLE = re.compile(r'^\s*File ".*", line \d+,? in \S+\s*$|^\s*\S.* \([^()]*\)\s*$')
 
 
 def _open(line: str) -> bool:
-    """A frame line cut before its end: `File "...` without its `in name`, or a `(` left open."""
+    """A frame line cut before its end: `File "...` without its `in name`, a rich header without its name, or a
+    `(` left open."""
     stripped = line.strip()
+    if _RICH_OPEN.search(stripped):
+        return True
     if stripped.startswith('File "'):
         return not _WHOLE.match(line)
-    return "(" in stripped and stripped.count("(") > stripped.count(")") and not stripped.endswith(":")
+    return bool(_PYSPY_OPEN.match(stripped))
 
 
 def _wrap_width(lines: list[str]) -> int | None:
-    """The column a collector cut lines at: the longest length, shared by several lines of 60 or more."""
-    lengths = Counter(len(line) for line in lines if len(line) >= 60)
+    """The column a collector cut lines at: the longest length without trailing padding, shared by several
+    lines of 60 or more (a terminal pads lines with spaces; a cut line reaches the edge)."""
+    lengths = Counter(len(line.rstrip()) for line in lines if len(line.rstrip()) >= 60)
     if not lengths:
         return None
     width = max(lengths)
     return width if lengths[width] >= 2 else None
+
+
+def _glue(line: str, following: str) -> str:
+    """Two pieces of one cut line: padding after the cut dropped (one space may be the text's own), a rich
+    traceback's header and the function name it pushed to the next line joined by a space."""
+    head = line.rstrip() if len(line) - len(line.rstrip()) > 1 else line
+    if _RICH_OPEN.search(head):
+        return head.rstrip() + " " + following.strip()
+    return head + following.rstrip()
 
 
 def join_wrapped(lines: list[str]) -> list[str]:
@@ -140,11 +194,11 @@ def join_wrapped(lines: list[str]) -> list[str]:
             if not following.strip() or _STARTS.match(following) and not _open(line):
                 break
             # a cut mid-text leaves the rest at the line's start (a frame's or a local's own line is indented)
-            cut = width is not None and len(line) == width and len(following) - len(following.lstrip()) <= 1 \
-                and not _WHOLE.match(following) and bool(_WHOLE.match(line + following))
+            cut = width is not None and len(line.rstrip()) == width and len(following) - len(following.lstrip()) <= 1 \
+                and not _WHOLE.match(following) and bool(_WHOLE.match(_glue(line, following)))
             if not (_open(line) or cut):
                 break
-            line += following
+            line = _glue(line, following)
             i += 1
             joins += 1
         out.append(line)
