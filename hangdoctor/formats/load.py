@@ -28,6 +28,7 @@ from topology import fold_ranks
 
 MAX_INPUT_BYTES = 4 << 30  # one node's file or one paste; a FIFO or /dev/zero is refused before any of it
 
+_JSONISH = re.compile(r'[\[{]\s*(?:["\[{\]}\d-]|true|false|null)')
 _SUFFIXES = (".json", ".out", ".txt", ".log", ".dump", ".trace")
 
 
@@ -95,13 +96,15 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         return _flight_recorder(path, raw, extras)
     text = decode_text(raw)
     stripped = text.lstrip()
-    data = None
+    data, not_json = None, ""
     if stripped.startswith(("{", "[")):
         try:
             data = parse_json(text, where=str(path))
         except InputRefused as exc:
             if stripped.startswith("{") and not looks_like_text_dump(text):  # "[rank0]: ..." starts like JSON
                 raise InputError(str(exc)) from None
+            if _JSONISH.match(stripped):  # said if the text holds no frame either ("[rank3]:" is no JSON)
+                not_json = str(exc)
     if data is not None:
         if is_fr_json(data):
             return _flight_recorder(path, raw, extras)
@@ -129,10 +132,10 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
                                           source=str(path))])
             return [NodeReport(name=host, ranks_found=1)], [found]
         raise InputError(f"{path}: JSON that is neither a hangdoctor node file nor a py-spy dump")
-    return _text_dumps(path, text, extras)
+    return _text_dumps(path, text, extras, not_json)
 
 
-def _text_dumps(path: Path, text: str, extras: Extras) -> tuple[list[NodeReport], list[Found]]:
+def _text_dumps(path: Path, text: str, extras: Extras, not_json: str = "") -> tuple[list[NodeReport], list[Found]]:
     """Whatever stacks a text holds (py-spy's, faulthandler's, tracebacks, pystack's, gdb's, behind any prefixes):
     never refused while it holds a frame; what was undone to read it is said in one note."""
     processes, undone = read_text(text)
@@ -151,6 +154,8 @@ def _text_dumps(path: Path, text: str, extras: Extras) -> tuple[list[NodeReport]
             samples=[Sample(index=0, time=path.stat().st_mtime, status=proc.status, threads=tuple(proc.threads),
                             error=proc.error, source=str(path))],
         ))
+    if not found and not_json:
+        raise InputError(not_json)
     if not found:
         raise InputError(f"{path}: no stack frame in it (read as py-spy, faulthandler, traceback, pystack and gdb "
                          "text, and as hangdoctor's and py-spy's JSON)")

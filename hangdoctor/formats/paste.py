@@ -32,7 +32,7 @@ _TIMESTAMP = re.compile(
 )
 _LOG_HEADER = re.compile(r"^[^\]\n]{0,100}?\b\d\d:\d\d:\d\d\b[^\]\n]{0,100}?\]\s?")  # "ERROR 01-29 20:00:47 x.py:240] "
 _KEYED = (
-    ("rank", re.compile(r"^\s*\[(?:rank|default)(?P<key>\d+)\]:\s?")),
+    ("rank", re.compile(r"^\s*\[(?:rank|default)(?P<key>\d+)[\[\]]{1,3}:\s?")),  # `[rank3[]:`: a tracker's escape
     ("pid", re.compile(r"^\s*\((?P<actor>[^()]*?(?:\[[^\]]*\])?)\s*pid=(?P<key>\d+)(?:,\s*ip=[^)]*)?\)\s?")),
     ("task", re.compile(r"^\s*(?P<key>\d+):\s?")),
     ("host", re.compile(r"^(?P<key>[A-Za-z0-9][\w.-]*):\s")),
@@ -44,6 +44,7 @@ _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _QUOTE = re.compile(r"^\s*> ?")
+_PANEL = re.compile(r"^\s*│ ?(.*?)\s*│\s*$")  # a line inside a rich panel: its border
 
 
 @dataclass
@@ -79,6 +80,9 @@ def clean(text: str) -> tuple[list[str], list[str]]:
     if _share(lines, _QUOTE) >= _SHARE:
         lines = [_QUOTE.sub("", line, count=1) for line in lines]
         notes.append("quote marks")
+    if sum(1 for line in lines if _PANEL.match(line)) >= 2:
+        lines = [_PANEL.sub(r"\1", line) for line in lines]
+        notes.append("a rich panel's border")
     if any(_FENCE.match(line) for line in lines):
         lines = [line for line in lines if not _FENCE.match(line)]
         notes.append("markdown fences")
@@ -104,8 +108,8 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
     (a Ray actor's lines carry a rank prefix or a log header of their own; a log collector may double a prefix)."""
     lines, notes = _strip_headers(lines, notes)
     for kind, pattern in _KEYED if depth < 3 else ():
-        if _share(lines, pattern) < _SHARE:
-            continue
+        if _share([line for line in lines if not _FRAMEISH.match(line)], pattern) < _SHARE:
+            continue  # (frames printed without the prefix of the line before them do not count against it)
         groups: dict[str, list[str]] = {}
         ranks: dict[str, int] = {}
         last = None

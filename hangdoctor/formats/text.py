@@ -12,20 +12,24 @@ from hangdoctor.formats import faulthandler, tracebacks
 from hangdoctor.formats.paste import Source, split_sources
 from hangdoctor.formats.pyspy_text import TextProcess, parse_frame, parse_source, place
 
+_PYSPY_HEADER = re.compile(r"^\s*(?:Process \d+:|Thread (?:0x[0-9A-Fa-f]+|\d+)\b|Error: |Permission Denied)")
 _FAULTHANDLER_FRAME = re.compile(r'^\s+File ".*", line (?:\d+|\.\.\.) in \S')
 
 
 def _shape(lines: list[str]) -> str:
     """Which reader a source needs: the format most of its frame lines have."""
-    traceback_frames, gdb_frames = tracebacks.frame_count(lines)
     counts = {
         "faulthandler": sum(1 for line in lines if _FAULTHANDLER_FRAME.match(line)),
-        "traceback": traceback_frames + gdb_frames,
+        "traceback": tracebacks.frame_count(lines),
         "py-spy": sum(1 for line in lines if line.strip() and parse_frame(line.strip()) is not None
                       and ".py:" in line),
     }
     best = max(counts, key=lambda kind: counts[kind])
-    return best if counts[best] else "py-spy"
+    if counts[best]:
+        return best
+    # no Python frame: py-spy's headers still make it a dump (a process py-spy could not read, native frames);
+    # without them it is a log (a C++ exception's `frame #0: ...` lines are no stack of a process)
+    return "py-spy" if any(_PYSPY_HEADER.match(line) for line in lines) else "none"
 
 
 def _read_source(source: Source) -> tuple[list[TextProcess], str]:
@@ -41,6 +45,8 @@ def _read_source(source: Source) -> tuple[list[TextProcess], str]:
             shape = (f"{len(found)} processes' Python dumps in one file, read as {len(found)} ranks in the order "
                      "they appear (faulthandler names no pid nor rank)")
         return found, shape
+    if shape == "none":
+        return [], shape
     if shape == "traceback":
         return [TextProcess(pid=0, threads=threads) for threads in tracebacks.parse(source.lines)], shape
     return parse_source(source), shape
@@ -56,6 +62,6 @@ def read_text(text: str) -> tuple[list[TextProcess], list[str]]:
         for note in source.stripped:
             if note not in notes:
                 notes.append(note)
-        if shape != "py-spy" and f"{shape} stacks" not in notes:
+        if shape not in ("py-spy", "none") and f"{shape} stacks" not in notes:
             notes.append(shape if " " in shape else f"{shape} stacks")
     return processes, notes

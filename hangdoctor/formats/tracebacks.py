@@ -8,6 +8,10 @@
         (Python) File "/w/train.py", line 50, in main        <- pystack; its (C) frames are native
     # Thread: MainThread(139872)                             <- a header of any words starts the next thread
     #4 Frame 0x7f.., for file /w/train.py, line 50, in main (x=1)   <- gdb's py-bt: innermost first
+    #0 broadcast from /w/torch/distributed/distributed_c10d.py:2968 <- torch's watchdog, "Stack trace of the
+                                                                       failed collective": innermost first
+    /w/train.py:50 in main                                       <- rich's traceback panel (its box undone by
+                                                                    paste.py): outermost first
 
 A line number a person elided (`line ...`) reads as 0. A header that names a thread "MainThread" (or a thread id)
 is kept as its name; a new MainThread header starts the next process.
@@ -25,14 +29,26 @@ _TRACEBACK = re.compile(r'^\s*(?:\((?P<kind>Python|C)\)\s*)?File "(?P<file>.*?)"
                         r" in (?P<name>\S+)")
 _GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?Frame 0x[0-9a-fA-F]+, for file (?P<file>.+?), "
                   r"line (?P<line>\d+), in (?P<name>[^\s(]+)")
+_RICH = re.compile(r"^\s*(?P<file>[^\s:]+\.py):(?P<line>\d+) in (?P<name>\S+)\s*$")  # rich's traceback panel
+_FLIGHT = re.compile(r"^\s*#\d+\s+(?P<name>\S+) from (?P<file>\S+?):(?P<line>\d+)\s*$")  # torch's watchdog
+_BOX = re.compile(r"[─│╭╮╰╯┃━]")  # rich draws code and locals inside boxes: such a line is never a frame nor a header
+_OUTER_FIRST = (_TRACEBACK, _RICH)
+_INNER_FIRST = (_GDB, _FLIGHT)
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 _MAIN = re.compile(r"\bMainThread\b")
 _THREAD_ID = re.compile(r"\b(?:thread|Thread|tid)[ =:]*(0x[0-9a-fA-F]+|\d+)|\((\d+)\)")
 
 
-def frame_count(lines: list[str]) -> tuple[int, int]:
-    """How many lines are traceback frames and gdb py-bt frames: which reader a source needs."""
-    return (sum(1 for line in lines if _TRACEBACK.match(line)), sum(1 for line in lines if _GDB.match(line)))
+def _match(line: str) -> re.Match | None:
+    for pattern in (*_OUTER_FIRST, *_INNER_FIRST):
+        if match := pattern.match(line):
+            return match
+    return None
+
+
+def frame_count(lines: list[str]) -> int:
+    """How many lines are frames in one of these formats: which reader a source needs."""
+    return sum(1 for line in lines if _match(line))
 
 
 @dataclass
@@ -52,17 +68,17 @@ def parse(lines: list[str]) -> list[list[ThreadStack]]:
     threads: list[_Thread] = []
     header, innermost_first = "", False
     for line in lines:
-        match = _TRACEBACK.match(line) or _GDB.match(line)
+        match = _match(line)
         if match is None:
             stripped = line.strip()
-            if stripped and not line[:1].isspace():  # a header, an exception's message, a log line: ends a thread
+            if stripped and not line[:1].isspace() and not _BOX.search(line) and not stripped.startswith("❱"):  # a header, an exception's message, a log line: ends a thread
                 header = stripped
                 if threads and threads[-1].frames:
                     threads.append(_Thread(header))
                 elif threads:
                     threads[-1].header = header
             continue
-        innermost_first = innermost_first or match.re is _GDB
+        innermost_first = innermost_first or match.re in _INNER_FIRST
         if not threads:
             threads.append(_Thread(header))
         threads[-1].frames.append(_frame(match))
