@@ -43,7 +43,7 @@ _FRAMEISH = re.compile(r'^\s*(?:#\d+ |File "|\(Python\) |\S+ \(.*:(?:\d+|\.\.\.)
 _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
-_QUOTE = re.compile(r"^\s*> ?")
+_QUOTE = re.compile(r"^\s*(?:> ?)+")  # one or more levels of quoting
 _PANEL = re.compile(r"^\s*│ ?(.*?)\s*│\s*$")  # a line inside a rich panel: its border
 
 
