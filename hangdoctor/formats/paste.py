@@ -6,6 +6,7 @@ In this order, each step only when the text shows it:
 - line prefixes, each when it starts most lines of a file (so that a stray `Error: ...` line is no prefix):
     2024-05-01 12:00:01,123 INFO ...     a timestamp, optionally a level and a logger name (stripped, any number)
     [rank3]: ...  /  [default3]: ...      PyTorch's and torchrun's per-rank prefixes -> that line is rank 3's
+    [rank: 3] ...  /  [1,3]<stdout>: ...  Lightning's, OpenMPI's --tag-output
     (RayWorkerWrapper pid=8812) ...       Ray's prefix for an actor's output -> process 8812
     3: ...                                srun --label -> task 3: the rank when the task dumped one process
                                           (the training step's own output), the node when it dumped several
@@ -32,7 +33,10 @@ _TIMESTAMP = re.compile(
 )
 _LOG_HEADER = re.compile(r"^[^\]\n]{0,100}?\b\d\d:\d\d:\d\d\b[^\]\n]{0,100}?\]\s?")  # "ERROR 01-29 20:00:47 x.py:240] "
 _KEYED = (
-    ("rank", re.compile(r"^\s*\[(?:rank|default)(?P<key>\d+)[\[\]]{1,3}:\s?")),  # `[rank3[]:`: a tracker's escape
+    # PyTorch's [rank3]: (and `[rank3[]:`, a tracker's escape), torchrun's [default3]:, Lightning's [rank: 3],
+    # OpenMPI's --tag-output [1,3]<stdout>:
+    ("rank", re.compile(r"^\s*(?:\[(?:rank|default|Rank):?\s?(?P<key>\d+)[\[\]]{1,3}:?|\[\d+,(?P<mpi>\d+)\]"
+                        r"<std(?:out|err)>:)\s?")),
     ("pid", re.compile(r"^\s*\((?P<actor>[^()]*?(?:\[[^\]]*\])?)\s*pid=(?P<key>\d+)(?:,\s*ip=[^)]*)?\)\s?")),
     ("task", re.compile(r"^\s*(?P<key>\d+):\s?")),
     ("host", re.compile(r"^(?P<key>[A-Za-z0-9][\w.-]*):\s")),
@@ -116,7 +120,7 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
         for line in lines:
             match = pattern.match(line)
             if match:
-                last = match["key"]
+                last = match["key"] or match.groupdict().get("mpi")
                 groups.setdefault(last, []).append(line[match.end():])
                 actor = match.groupdict().get("actor") or ""
                 if kind == "pid" and (found := _ACTOR_RANK.search(actor)):

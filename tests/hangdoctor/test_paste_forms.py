@@ -223,3 +223,14 @@ def test_a_watchdog_running_py_spy_is_not_a_rank(tmp_path):
     collection = load(tmp_path, text)
     assert [r.identity.pid for r in collection.records] == [701]
     assert "py-spy" in collection.set_aside[0].why
+
+
+def test_lightning_and_openmpi_rank_prefixes(tmp_path):
+    # Lightning's rank_prefixed_message `[rank: 3]` and `mpirun --tag-output`'s `[1,3]<stdout>:`
+    for prefix in ("[rank: {r}] ", "[1,{r}]<stdout>:"):
+        lines = []
+        for r, block in enumerate(blocks(TEXT)[1:]):
+            lines += [prefix.format(r=r) + line for line in block]
+        processes, _ = read_text("\n".join(lines))
+        assert [p.rank for p in processes] == [0, 1, 2, 3], prefix
+        assert [main_frames(p)[0] for p in processes] == ["barrier"] + ["_engine_run_backward"] * 3, prefix
