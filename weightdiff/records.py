@@ -60,7 +60,8 @@ class TensorMeta:
     group_index: int | None = None
     tp_partitioned: bool | None = None  # the Megatron `tensor_model_parallel` attribute, when the model sets it
     requires_grad: bool = True
-    role: str = "parameter"  # or "buffer" (BatchNorm's running_mean...): in the state dict, not optimised
+    role: str = "parameter"  # or "buffer" (BatchNorm's running_mean...): in the state dict, not optimised; or
+    # "value": a non-tensor entry of a checkpoint (a learning rate, a step count) read as a small tensor
 
     @property
     def is_buffer(self) -> bool:

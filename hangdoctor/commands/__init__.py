@@ -11,7 +11,7 @@ COMMANDS = {
     "watch": ("hangdoctor.commands.watch",
               "Watch a running job; when it stalls, take the verdict at once, keep it, and tell someone."),
     "analyze": ("hangdoctor.commands.analyze",
-                "Analyse dumps offline: a folder written by `attach`, collector node files, or py-spy JSON/text dumps."),
+                "Analyse dumps offline: a folder written by `attach`, collector node files, or any text that holds stacks."),
     "plan": ("experiments.commands.plan",
              "Plan a 3D topology: list the valid (TP, PP, DP, MBS) for a model on N GPUs, with estimated memory per GPU."),
     "experiment": ("experiments.commands.experiment",

@@ -8,8 +8,15 @@ loaded into memory at the first read.
 Safe loading: torch unpickles `.metadata` with plain `pickle.load`. weightdiff reads it itself with an
 unpickler that accepts only DCP's metadata classes, `torch.Size`, torch dtypes, the layout helper and path
 classes, and refuses any other global in one line. Tensor data goes through torch's
-`torch.load(weights_only=True)`; non-tensor entries (which torch would unpickle without restriction) are not
-loaded at all.
+`torch.load(weights_only=True)`.
+
+Non-tensor entries (an optimizer's learning rates, betas and step counts, a scheduler's state, a step number:
+`get_state_dict(model, optimizer)` writes hundreds) are compared too: each is its bytes in a `.distcp` file, a
+`torch.save` of the value, which torch would unpickle without restriction; weightdiff reads those bytes itself
+and loads them with `torch.load(weights_only=True)`. Each leaf becomes a small tensor under its dotted name
+(role "value": a number as a 0-d float64 or int64 tensor, a bool as an int64 0/1, a string as its UTF-8 bytes,
+None as an empty tensor), so that a changed learning rate is a difference like any other. An entry that needs
+any other global is unreadable (named), never skipped in silence.
 
 A `.distcp` file that is missing or shorter than its entries is one error line and its tensors are counted as
 unreadable; a file that fails while loading makes only the tensors stored in it unreadable (one line each file).
@@ -23,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from weightdiff.errors import BadInput
-from weightdiff.read.files import one_line, read_bounded, require_regular_file
+from weightdiff.read.files import one_line, open_regular, read_at, read_bounded, require_regular_file
 from weightdiff.read.whole import flatten, meta_for, whole_dump
-from weightdiff.records import RankDump
+from weightdiff.records import RankDump, TensorMeta
 
 METADATA = ".metadata"
 MAX_METADATA_BYTES = 1 << 30
@@ -108,8 +115,8 @@ def _damaged_files(folder: Path, metadata: Any) -> dict[str, str]:
 class DcpValues:
     """Loads the readable tensors at the first read: all at once, or file group by file group when that fails."""
 
-    def __init__(self, folder: Path, files: dict[str, set[str]]):
-        self.folder, self.files = folder, files
+    def __init__(self, folder: Path, files: dict[str, set[str]], values: dict[str, Any] | None = None):
+        self.folder, self.files, self.values = folder, files, dict(values or {})
         self._tensors: dict[str, Any] | None = None
         self._problems: dict[str, str] = {}
 
@@ -127,9 +134,11 @@ class DcpValues:
 
     def _ensure(self) -> dict[str, Any]:
         if self._tensors is None:
+            from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
+
             try:
                 self._tensors = self._load(set(self.files))
-            except Exception:
+            except (Exception, CheckpointException):
                 self._tensors = {}
                 groups: dict[frozenset[str], set[str]] = {}
                 for name, files in self.files.items():
@@ -137,15 +146,17 @@ class DcpValues:
                 for files, names in groups.items():
                     try:
                         self._tensors.update(self._load(names))
-                    except Exception as e:
+                    except (Exception, CheckpointException) as e:
                         line = f"{self.folder}: cannot load {', '.join(sorted(files))} ({one_line(e)})"
                         self._problems.update({name: line for name in names})
         return self._tensors
 
     def names(self) -> set[str]:
-        return set(self.files)
+        return set(self.files) | set(self.values)
 
     def get(self, name: str) -> Any:
+        if name in self.values:
+            return self.values[name]
         tensors = self._ensure()
         if name in self._problems:
             raise BadInput(self._problems[name])
@@ -166,10 +177,19 @@ def read_dcp(folder: Path) -> tuple[RankDump, list[str]]:
     metadata = read_metadata(folder)
     files = _files_of(metadata)
     damaged = _damaged_files(folder, metadata)
-    metas, unreadable, readable = {}, {}, {}
+    metas, unreadable, readable, values = {}, {}, {}, {}
     for name, entry in metadata.state_dict_metadata.items():
         if not isinstance(entry, TensorStorageMetadata):
-            continue  # bytes entries (pickled objects) are not weights, and are not unpickled
+            try:
+                leaves = _value_leaves(name, _load_bytes_entry(folder, metadata, name, damaged))
+            except BadInput as e:
+                unreadable[name] = str(e)
+                continue
+            for leaf, tensor in leaves.items():
+                values[leaf] = tensor
+                metas[leaf] = TensorMeta(name=leaf, shape=tuple(tensor.shape), dtype=str(tensor.dtype).removeprefix(
+                    "torch."), module_path=leaf.rpartition(".")[0], role="value", requires_grad=False)
+            continue
         broken = sorted(files.get(name, set()) & set(damaged))
         if broken:
             unreadable[name] = damaged[broken[0]]
@@ -179,4 +199,58 @@ def read_dcp(folder: Path) -> tuple[RankDump, list[str]]:
     if not metas and not unreadable:
         raise BadInput(f"{folder}: a DCP checkpoint with no tensors")
     errors = [f"{line}; the tensors stored in it are not compared" for line in damaged.values()]
-    return whole_dump(folder, "dcp", metas, DcpValues(folder, readable), unreadable), errors
+    errors += [f"{line}; not compared" for name, line in unreadable.items() if line not in damaged.values()]
+    return whole_dump(folder, "dcp", metas, DcpValues(folder, readable, values), unreadable), errors
+
+
+MAX_VALUE_BYTES = 64 << 20  # one non-tensor entry: a scheduler's state is kilobytes
+
+
+def _load_bytes_entry(folder: Path, metadata: Any, name: str, damaged: dict[str, str]) -> Any:
+    """A non-tensor entry's value, loaded from its bytes with torch.load(weights_only=True); BadInput otherwise."""
+    import torch
+
+    info = next((info for index, info in (metadata.storage_data or {}).items() if index.fqn == name), None)
+    if info is None:
+        raise BadInput(f"{folder}: no storage for the entry {name!r} in .metadata")
+    if info.relative_path in damaged:
+        raise BadInput(damaged[info.relative_path])
+    if getattr(info, "transform_descriptors", None):
+        raise BadInput(f"{folder}: the entry {name!r} is stored transformed ({info.transform_descriptors}): not read")
+    if int(info.length) > MAX_VALUE_BYTES:
+        raise BadInput(f"{folder}: the entry {name!r} is {int(info.length):,} bytes, more than a value holds")
+    with open_regular(folder / info.relative_path) as f:
+        raw = read_at(f, folder / info.relative_path, int(info.offset), int(info.length))
+    try:
+        return torch.load(io.BytesIO(raw), weights_only=True)
+    except Exception as e:
+        raise BadInput(f"{folder}: the entry {name!r} cannot be loaded safely ({one_line(e)})") from None
+
+
+def _value_leaves(name: str, value: Any, depth: int = 0) -> dict[str, Any]:
+    """A non-tensor value as small tensors by dotted name (see the module's docstring)."""
+    import torch
+
+    if depth > 20:
+        raise BadInput(f"the entry {name!r} is nested more than 20 deep")
+    if isinstance(value, torch.Tensor):
+        return {name: value}
+    if isinstance(value, bool) or value is None:
+        return {name: torch.tensor([] if value is None else int(value), dtype=torch.int64)}
+    if isinstance(value, int):
+        return {name: torch.tensor(value, dtype=torch.int64)} if -2**63 <= value < 2**63 else \
+            {name: torch.tensor(list(str(value).encode()), dtype=torch.uint8)}
+    if isinstance(value, float):
+        return {name: torch.tensor(value, dtype=torch.float64)}
+    if isinstance(value, str):
+        return {name: torch.tensor(list(value.encode("utf-8")), dtype=torch.uint8)}
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        raise BadInput(f"the entry {name!r} is a {type(value).__name__}, not a value weightdiff compares")
+    leaves: dict[str, Any] = {}
+    for key, item in items:
+        leaves.update(_value_leaves(f"{name}.{key}", item, depth + 1))
+    return leaves or {name: torch.tensor([], dtype=torch.int64)}

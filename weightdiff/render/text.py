@@ -74,7 +74,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _named(name: str, role: str) -> str:
-    return f"{name} (buffer)" if role == "buffer" else name
+    return f"{name} (buffer)" if role == "buffer" else f"{name} (value)" if role == "value" else name
 
 
 def _param_lines(i: int, p: ParamSummary) -> list[str]:
