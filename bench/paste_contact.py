@@ -12,10 +12,11 @@ any verdict was read:
         "responded": true,             # false: py-spy's error, or no stack, for this process
         "frames": ["<module>", "main", "train", "all_reduce"]}]}   # work thread, Python frames, outermost first
 
-A paste that holds no frame at all has `"processes": []`: it is read rightly when analyze exits 3 (nothing to analyse) with one
-`Error:` line and no traceback. Any other paste is read rightly when analyze gives a verdict (no error, no refusal), finds as many ranks and as many
-processes set aside as the truth, and each rank (matched by number when the truth names them, else in reading
-order) answered or not as the truth says and has exactly its frames: every frame present, none added, in order.
+A paste that holds no frame at all has `"processes": []`: it is read rightly when analyze exits 3 (nothing to
+analyse) with one `Error:` line and no traceback. Any other paste is read rightly when analyze gives a verdict (no
+error, no refusal), finds as many ranks and as many processes set aside as the truth, and each rank (matched by
+number when the truth names them, else in reading order) answered or not as the truth says and has exactly its
+frames: every frame present, none added, in order.
 A frame matches by name, a qualified name matching its last part (py-spy says `Trainer.train`, faulthandler
 `train`). --rev scores the hangdoctor of a git revision (a temporary worktree), so before and after are measured
 by one script.

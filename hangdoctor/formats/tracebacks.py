@@ -31,7 +31,7 @@ _GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?Frame 0x[0-9a-fA-F]+, for fil
                   r"line (?P<line>\d+), in (?P<name>[^\s(]+)")
 _RICH = re.compile(r"^\s*(?P<file>[^\s:]+\.py):(?P<line>\d+) in (?P<name>\S+)\s*$")  # rich's traceback panel
 _FLIGHT = re.compile(r"^\s*#\d+\s+(?P<name>\S+) from (?P<file>\S+?):(?P<line>\d+)\s*$")  # torch's watchdog
-_BOX = re.compile(r"[─│╭╮╰╯┃━]")  # rich draws code and locals inside boxes: such a line is never a frame nor a header
+_BOX = re.compile(r"[─│╭╮╰╯┃━]")  # rich draws code and locals in boxes: such a line is no frame nor header
 _OUTER_FIRST = (_TRACEBACK, _RICH)
 _INNER_FIRST = (_GDB, _FLIGHT)
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
@@ -71,7 +71,8 @@ def parse(lines: list[str]) -> list[list[ThreadStack]]:
         match = _match(line)
         if match is None:
             stripped = line.strip()
-            if stripped and not line[:1].isspace() and not _BOX.search(line) and not stripped.startswith("❱"):  # a header, an exception's message, a log line: ends a thread
+            # a header, an exception's message, a log line: it ends a thread (code lines are indented or boxed)
+            if stripped and not line[:1].isspace() and not _BOX.search(line) and not stripped.startswith("❱"):
                 header = stripped
                 if threads and threads[-1].frames:
                     threads.append(_Thread(header))
