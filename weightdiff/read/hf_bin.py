@@ -15,7 +15,7 @@ from typing import Any
 
 from weightdiff.errors import BadInput
 from weightdiff.read.hf_safetensors import read_index
-from weightdiff.read.shared_tensors import declared_aliases, storage_groups, with_ties
+from weightdiff.read.shared_tensors import config_ties, declared_aliases, storage_groups, with_ties
 from weightdiff.read.torch_load import safe_load
 from weightdiff.read.whole import flatten, meta_for, whole_dump
 from weightdiff.records import RankDump
@@ -76,5 +76,6 @@ def read_bin_shards(index: Path) -> tuple[RankDump, list[str]]:
         groups += storage_groups({n: tensors[n] for n in listed if n in tensors})
     if not metas and not unreadable:
         raise BadInput(f"{index}: an index of no tensors")
-    metas = with_ties(metas, groups, declared_aliases(metadata, {*metas, *unreadable}))
+    present = {*metas, *unreadable}
+    metas = with_ties(metas, groups, {**config_ties(index.parent, present), **declared_aliases(metadata, present)})
     return whole_dump(index, "torch-save", metas, BinShards(index.parent, where), unreadable), errors

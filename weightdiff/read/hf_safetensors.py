@@ -15,7 +15,7 @@ from pathlib import Path
 
 from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
-from weightdiff.read.shared_tensors import declared_aliases, with_ties
+from weightdiff.read.shared_tensors import config_ties, declared_aliases, with_ties
 from weightdiff.read.tensor_file import read_header
 from weightdiff.read.values import Located, SafetensorsSet, locate_in
 from weightdiff.read.whole import meta_for, whole_dump
@@ -90,5 +90,6 @@ def read_safetensors(path: Path) -> tuple[RankDump, list[str]]:
     if not located and not unreadable:
         raise BadInput(errors[0] if errors else f"{path}: no tensors")
     metas = {name: meta_for(name, loc.shape, loc.dtype) for name, loc in located.items()}
-    metas = with_ties(metas, [], declared_aliases(metadata, {*located, *unreadable}))
+    present = {*located, *unreadable}
+    metas = with_ties(metas, [], {**config_ties(folder, present), **declared_aliases(metadata, present)})
     return whole_dump(path, "safetensors", metas, SafetensorsSet(located, problems), unreadable), errors

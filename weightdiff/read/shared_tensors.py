@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from clicore.inputs import InputRefused, load_json
 from weightdiff.records import Tie, TensorMeta
 
 
@@ -46,6 +48,33 @@ def declared_aliases(metadata: Any, present: set[str]) -> dict[str, str]:
         return {}
     return {alias: kept for alias, kept in metadata.items()
             if isinstance(alias, str) and isinstance(kept, str) and alias not in present and kept in present}
+
+
+OUTPUT_EMBEDDINGS = ("lm_head.weight", "output.weight", "embed_out.weight")
+INPUT_EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "tok_embeddings.weight",
+                    "embeddings.weight", "embed_in.weight")
+MAX_CONFIG_BYTES = 4 << 20
+
+
+def config_ties(folder: Path, present: set[str]) -> dict[str, str]:
+    """{the output embedding's name: the input embedding's} when the folder's HF `config.json` ties them
+    (`tie_word_embeddings`, true unless it says false, as transformers' default) and the export dropped the
+    output one (`save_pretrained` keeps a tied weight once). Nothing when the config is absent, unreadable,
+    says false, or the names are not one output and one input embedding."""
+    path = folder / "config.json"
+    if not path.is_file():
+        return {}
+    try:
+        config = load_json(path, limit=MAX_CONFIG_BYTES, what="an HF config")
+    except InputRefused:
+        return {}
+    if not isinstance(config, dict) or "model_type" not in config or \
+            config.get("tie_word_embeddings", True) is not True:
+        return {}
+    inputs = [n for n in present if n.endswith(INPUT_EMBEDDINGS) and not n.endswith(OUTPUT_EMBEDDINGS)]
+    if len(inputs) != 1 or any(n.endswith(OUTPUT_EMBEDDINGS) for n in present):
+        return {}
+    return {"lm_head.weight": inputs[0]}
 
 
 def with_ties(metas: dict[str, TensorMeta], groups: list[list[str]],

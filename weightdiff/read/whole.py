@@ -23,7 +23,7 @@ from typing import Any
 from topology import RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.checkpoint import BUFFER_LEAVES
-from weightdiff.read.shared_tensors import storage_groups, with_ties
+from weightdiff.read.shared_tensors import config_ties, storage_groups, with_ties
 from weightdiff.read.torch_load import is_tensor, safe_load
 from weightdiff.read.zero3 import placeholder_reason
 from weightdiff.records import RankDump, TensorMeta
@@ -97,4 +97,5 @@ def read_torch_save(path: Path) -> RankDump:
     if not tensors:
         raise BadInput(f"{path}: a torch.save file with no tensors in it (not a state dict?)")
     metas = {name: meta_for(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in tensors.items()}
-    return whole_dump(path, "torch-save", with_ties(metas, storage_groups(tensors)), TensorDict(tensors))
+    ties = with_ties(metas, storage_groups(tensors), config_ties(path.parent, set(metas)))
+    return whole_dump(path, "torch-save", ties, TensorDict(tensors))
