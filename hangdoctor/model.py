@@ -67,6 +67,9 @@ class ThreadStack:
     truncated: bool = False  # the dump was cut off inside this thread: its outermost frames are lost
 
 
+_THREADING = ("_bootstrap", "_bootstrap_inner")  # the outermost frames of a thread `threading` started
+
+
 @dataclass(slots=True)
 class Sample:
     """One look at one rank: what py-spy said, and what /proc said about the process at that moment."""
@@ -95,7 +98,12 @@ class Sample:
         for thread in self.threads:
             if thread.name == "MainThread":
                 return thread
-        return self.threads[0] if self.threads else None
+        # nothing names it (py-spy's unnamed `Thread 0x..`, a paste): the thread whose stack starts the program
+        # (<module>), else the first that `threading` did not start
+        started = [t for t in self.threads if t.frames]
+        return next((t for t in started if t.frames[-1].name == "<module>"),
+                    next((t for t in started if t.frames[-1].name.rsplit(".", 1)[-1] not in _THREADING),
+                         self.threads[0] if self.threads else None))
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,13 +125,18 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
                 actor = match.groupdict().get("actor") or ""
                 if kind == "pid" and (found := _ACTOR_RANK.search(actor)):
                     ranks[last] = int(found[1])
-            elif last is not None and line.strip() and _continues(groups[last][-1], line):
+            elif last is not None and line.strip() and (not groups[last] or _continues(groups[last][-1], line)):
                 groups[last].append(line)  # a frame printed without the prefix, or the rest of a cut line
+            elif line.strip():  # other output (a launcher's own traceback): a source of its own, after the ranks'
+                last = ""
+                groups.setdefault(last, []).append(line)
         here = notes + [f"{kind} prefixes"] if f"{kind} prefixes" not in notes else notes
         sources = []
-        for key, group in groups.items():
+        for key, group in sorted(groups.items(), key=lambda kv: kv[0] == ""):
             found = dict(known)
-            if kind in ("rank", "task"):
+            if key == "":
+                pass  # the unprefixed remainder: whatever it holds carries no rank of its own
+            elif kind in ("rank", "task"):
                 found[kind] = int(key)
             elif kind == "pid":
                 found["pid"] = int(key)

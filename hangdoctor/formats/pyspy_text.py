@@ -199,6 +199,9 @@ class _Parser:
             return
         frame = parse_frame(stripped)
         if frame is None:
+            if indent == 0 and self.headers and self.current is not None and self.current.threads:
+                self.close_thread()  # a line of its own between dumps (`ray stack`'s "Stack dump for ..."): the
+                self.current = None  # threads after it are another process's
             return
         if self.thread is not None and self.thread.indent is not None and indent < self.thread.indent and \
                 self.headers:

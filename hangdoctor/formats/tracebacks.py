@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from hangdoctor.formats import frames as interned
 from hangdoctor.model import Frame, ThreadStack
 
-_TRACEBACK = re.compile(r'^\s*(?:\((?P<kind>Python|C)\)\s*)?File "(?P<file>.*?)", line (?P<line>\d+|\.\.\.|\?),'
+_TRACEBACK = re.compile(r'^\s*(?:\((?P<kind>Python|C)\)\s*)?File:? "(?P<file>.*?)", line (?P<line>\d+|\.\.\.|\?),'
                         r" in (?P<name>\S+)")
 _GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?Frame 0x[0-9a-fA-F]+, for file (?P<file>.+?), "
                   r"line (?P<line>\d+), in (?P<name>[^\s(]+)")
@@ -36,7 +36,9 @@ _OUTER_FIRST = (_TRACEBACK, _RICH)
 _INNER_FIRST = (_GDB, _FLIGHT)
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 _MAIN = re.compile(r"\bMainThread\b")
-_THREAD_ID = re.compile(r"\b(?:thread|Thread|tid)[ =:]*(0x[0-9a-fA-F]+|\d+)|\((\d+)\)")
+_THREAD_ID = re.compile(r"\b(?:thread|Thread|ThreadID|tid)[ =:]*(0x[0-9a-fA-F]+|\d+)|\((\d+)\)")
+_PROCESS = re.compile(r"^Process [\w.:-]+:$")  # multiprocessing's line before a child's traceback
+_THREADING = ("_bootstrap", "_bootstrap_inner", "Thread._bootstrap", "Thread._bootstrap_inner")
 
 
 def _match(line: str) -> re.Match | None:
@@ -55,6 +57,7 @@ def frame_count(lines: list[str]) -> int:
 class _Thread:
     header: str
     frames: list[Frame] = field(default_factory=list)
+    new_process: bool = False  # after multiprocessing's "Process Name:" line
 
 
 def _frame(match: re.Match) -> Frame:
@@ -66,20 +69,30 @@ def _frame(match: re.Match) -> Frame:
 def parse(lines: list[str]) -> list[list[ThreadStack]]:
     """Each process's threads, innermost frame first: a process per MainThread header (one when none names it)."""
     threads: list[_Thread] = []
-    header, innermost_first = "", False
+    header, innermost_first, in_child, child_frames = "", False, False, False
     for line in lines:
         match = _match(line)
         if match is None:
             stripped = line.strip()
+            if _PROCESS.match(stripped):  # a new process: whatever came before was another one's
+                threads.append(_Thread(stripped, new_process=True))
+                header, in_child, child_frames = stripped, True, False
+                continue
+            if in_child and child_frames and stripped.startswith("Traceback"):
+                # after a child's "Process Name:" traceback, a traceback of its own is the parent's
+                threads.append(_Thread(stripped, new_process=True))
+                header, in_child = stripped, False
+                continue
             # a header, an exception's message, a log line: it ends a thread (code lines are indented or boxed)
             if stripped and not line[:1].isspace() and not _BOX.search(line) and not stripped.startswith("❱"):
                 header = stripped
                 if threads and threads[-1].frames:
                     threads.append(_Thread(header))
-                elif threads:
+                elif threads and not threads[-1].new_process:
                     threads[-1].header = header
             continue
         innermost_first = innermost_first or match.re in _INNER_FIRST
+        child_frames = child_frames or in_child
         if not threads:
             threads.append(_Thread(header))
         threads[-1].frames.append(_frame(match))
@@ -87,15 +100,16 @@ def parse(lines: list[str]) -> list[list[ThreadStack]]:
     for i, thread in enumerate(t for t in threads if t.frames):
         frames = thread.frames if innermost_first else thread.frames[::-1]
         is_main = bool(_MAIN.search(thread.header))
-        if not processes or (is_main and any(t.name == "MainThread" for t in processes[-1])):
+        if not processes or thread.new_process or (is_main and any(t.name == "MainThread" for t in processes[-1])):
             processes.append([])
         ident = _THREAD_ID.search(thread.header)
         raw_id = next(g for g in ident.groups() if g) if ident else str(i)
         tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
         name = "MainThread" if is_main else f"thread {tid}"
         processes[-1].append(ThreadStack(thread_id=tid, name=name, frames=interned.stack(frames)))
-    for threads_of in processes:  # no header named the main thread: the one that starts at <module>, else the first
-        if not any(t.name == "MainThread" for t in threads_of):
-            main = next((i for i, t in enumerate(threads_of) if t.frames[-1].name == "<module>"), 0)
+    for threads_of in processes:  # no header named the main thread: the one that starts at <module>, else the
+        if not any(t.name == "MainThread" for t in threads_of):  # first that `threading` did not start
+            main = next((i for i, t in enumerate(threads_of) if t.frames[-1].name == "<module>"),
+                        next((i for i, t in enumerate(threads_of) if t.frames[-1].name not in _THREADING), 0))
             threads_of[main] = ThreadStack(threads_of[main].thread_id, "MainThread", threads_of[main].frames)
     return processes
