@@ -139,11 +139,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         else:
             title += "; every group's members issued the same collectives"
     if partial:
-        cut = [p for p in partial if DEADLINE not in p and "no Python stack" not in p]
-        title += f"; partial: {len(cut)} dump{'s' if len(cut) > 1 else ''} cut off" if cut else \
-            "; partial: the collection's deadline came before every sample was taken" if any(
-                DEADLINE in p for p in partial) else f"; partial: {len(empty)} rank{'s' if len(empty) > 1 else ''} " \
-            "with no Python stack"
+        title += "; partial: " + partial_reason(partial, len(empty))
     return Verdict(
         headline=title,
         hung=hung, expected=expected, responded=responded, unresponsive=unresponsive, missing=missing,
@@ -154,6 +150,18 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         sequences=sequences, flight_recorder_ranks=fr_ranks, errors=list(collection.errors),
         roles=assign_roles(suspects, unresponsive, missing, views), graph=graph, causes=causes,
     )
+
+
+def partial_reason(partial: list[str], empty: int) -> str:
+    """The headline's few words for why the verdict is partial, the first reason that applies."""
+    cut = sum(1 for p in partial if "is cut off" in p)
+    if cut:
+        return f"{cut} dump{'s' if cut > 1 else ''} cut off"
+    if any(DEADLINE in p for p in partial):
+        return "the collection's deadline came before every sample was taken"
+    if empty:
+        return f"{empty} rank{'s' if empty > 1 else ''} with no Python stack"
+    return partial[0].split(":", 1)[0]
 
 
 def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: list[str],

@@ -70,10 +70,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                            exit_code=EXIT_NOT_FOUND) from None
     if not collection.records and not collection.flight_recorder:
         aside = collection.set_aside
-        what = (f"only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
-                f"({', '.join(sorted({a.why for a in aside}))})" if aside else "no process of the job")
-        raise CommandError(f"no rank in the input: it holds {what}",
-                           hint="check the job was running when the dumps were taken, and that its ranks were dumped",
-                           exit_code=EXIT_NOT_FOUND)
+        if not aside:
+            raise CommandError("no rank in the input: it holds no process of the job",
+                               hint="check the job was running when the dumps were taken, and that its ranks were "
+                                    "dumped", exit_code=EXIT_NOT_FOUND)
+        # what was read is shown (a paste of a launcher's or a driver's traceback says where it waits), and said
+        collection.partial.append(
+            f"no rank in the input: it holds only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
+            f"({', '.join(sorted({a.why for a in aside}))}): the ranks' own dumps tell where the job hangs")
     verdict = diagnose(collection, all_threads=args.all_threads, table=table)
     return show(verdict, args, out, err, inputs=args.paths)

@@ -14,10 +14,14 @@ from hangdoctor.cli import main
 
 PASTES = Path(__file__).parent / "pastes"
 KNOWN_MISSES = {
-    "accel1209_launcher_tracebacks_only": "only the launcher's traceback: analyze says 'no rank in the input: it "
-                                          "holds only 1 launcher' (exit 3), where the truth expects a verdict",
     "vllm50835_enginecore_and_rayworker": "vLLM's EngineCore (its executor waiting in collective_rpc) is read as a "
                                           "rank, as the corpus's vLLM cases have it; the paste's truth sets it aside",
+    "lightning_19106_interleaved_tracebacks": "four ranks' tracebacks interleaved line by line on one stderr with no "
+                                              "prefix: nothing tells the lines apart",
+    "ray_30566_dashboard_pyspy_error": "py-spy's error for a process is read as that process not answering (the "
+                                       "issue's rule); the paste's truth counts it as no process at all",
+    "verl_7180_agentloop_threads": "an idle Ray actor (main thread in Ray's task loop) is kept as a rank: an actor "
+                                   "that dropped out of its loop is a cause in the corpus; the truth sets it aside",
 }
 
 
