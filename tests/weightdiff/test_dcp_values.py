@@ -77,3 +77,14 @@ def test_a_damaged_distcp_file_is_not_a_traceback(ckpts, tmp_path):
         (damaged / f.name).write_bytes(data)
     code, out, _ = _cli([str(ckpts["a"]), str(damaged)])
     assert code != 0 and "SAME" not in out, out
+
+
+def test_a_torchtitan_folder_reads_its_newest_step_and_says_so(ckpts, tmp_path):
+    import shutil
+
+    titan = tmp_path / "checkpoint"
+    shutil.copytree(ckpts["a"], titan / "step-10")
+    shutil.copytree(ckpts["lr"], titan / "step-20")  # the newest: its learning rate differs from a's
+    code, out, err = _cli([str(titan), str(ckpts["a"])])
+    assert code == 1 and "optim.param_groups.0.lr (value)  differs" in out, out
+    assert "read step-20, the newest checkpoint in it" in err

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,21 @@ ALLOWED = {("torch", "Size"), ("torch.serialization", "_get_layout"),
 
 def is_dcp_folder(path: Path) -> bool:
     return (path / METADATA).is_file()
+
+
+_STEP = re.compile(r"^(?:step|global_step|checkpoint|iter)[-_]?(\d+)$")
+
+
+def newest_step_folder(path: Path) -> Path | None:
+    """torchtitan's checkpoint folder (`step-N/` inside, each a DCP checkpoint), or one like it: the DCP folder of
+    the highest step, or None. Also HF's `HuggingFaceStorageWriter` layout (`sharded/` beside the consolidated)."""
+    try:
+        steps = [(int(m[1]), p) for p in path.iterdir() if (m := _STEP.match(p.name)) and is_dcp_folder(p)]
+    except OSError:
+        return None
+    if steps:
+        return max(steps)[1]
+    return path / "sharded" if is_dcp_folder(path / "sharded") else None
 
 
 class _MetadataUnpickler(pickle.Unpickler):

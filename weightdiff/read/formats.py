@@ -36,7 +36,7 @@ def whole_format(path: Path) -> tuple[str, Path]:
 def folder_format(path: Path) -> str | tuple[str, Path] | None:
     """"deepspeed-checkpoint", "megatron-checkpoint", (whole-model kind, the path its reader takes) or None."""
     from weightdiff.read.checkpoint import is_checkpoint_folder
-    from weightdiff.read.dcp import is_dcp_folder
+    from weightdiff.read.dcp import is_dcp_folder, newest_step_folder
     from weightdiff.read.hf_safetensors import find_safetensors
     from weightdiff.read.megatron import is_megatron_folder
     from weightdiff.read.universal import universal_folder
@@ -50,6 +50,9 @@ def folder_format(path: Path) -> str | tuple[str, Path] | None:
         return "megatron-checkpoint"
     if is_dcp_folder(path):
         return "dcp", path
+    newest = newest_step_folder(path)
+    if newest is not None:  # the reader says which one (select_whole)
+        return "dcp", newest
     found = find_safetensors(path)
     if found is not None:
         return "safetensors", found
@@ -92,7 +95,10 @@ def select_whole(kind: str, path: Path, given: Path, iteration: int | None, tag:
     if iteration is not None or tag is not None:
         raise BadInput(f"{given}: a {kind} file holds one moment: --iteration and --tag do not apply to it")
     dump, errors = _whole_reader(kind, path)
-    return Selection(path=given, kind=kind, iteration=None, tag=None, dumps={dump.key: dump}, errors=errors)
+    warnings = [] if path == given or path.parent == given and path.name.endswith((".json", ".bin", ".safetensors")) \
+        else [f"{given}: read {path.relative_to(given) if path.is_relative_to(given) else path}, the newest checkpoint in it"]
+    return Selection(path=given, kind=kind, iteration=None, tag=None, dumps={dump.key: dump}, errors=errors,
+                     warnings=warnings)
 
 
 def select_megatron(path: Path, iteration: int | None, tag: str | None):
