@@ -48,7 +48,8 @@ def _read_source(source: Source) -> tuple[list[TextProcess], str]:
     if shape == "none":
         return [], shape
     if shape == "traceback":
-        return [TextProcess(pid=0, threads=threads) for threads in tracebacks.parse(source.lines)], shape
+        return [TextProcess(pid=0, threads=threads, rank=rank) for threads, rank in tracebacks.parse(source.lines)], \
+            shape
     return parse_source(source), shape
 
 

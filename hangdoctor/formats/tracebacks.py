@@ -38,6 +38,10 @@ _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 _MAIN = re.compile(r"\bMainThread\b")
 _THREAD_ID = re.compile(r"\b(?:thread|Thread|ThreadID|tid)[ =:]*(0x[0-9a-fA-F]+|\d+)|\((\d+)\)")
 _PROCESS = re.compile(r"^Process [\w.:-]+:$")  # multiprocessing's line before a child's traceback
+_SPAWNED = re.compile(r"^-- Process (\d+) terminated with the following error:")  # torch's mp.spawn
+_TRACEBACK_HEAD = "Traceback (most recent call last)"
+_PROGRAM_STARTS = frozenset({"<module>", "_run_module_as_main"})  # a thread whose stack starts the program
+_CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _THREADING = ("_bootstrap", "_bootstrap_inner", "Thread._bootstrap", "Thread._bootstrap_inner")
 
 
@@ -57,7 +61,8 @@ def frame_count(lines: list[str]) -> int:
 class _Thread:
     header: str
     frames: list[Frame] = field(default_factory=list)
-    new_process: bool = False  # after multiprocessing's "Process Name:" line
+    new_process: bool = False  # the first thread of another process
+    rank: int | None = None  # mp.spawn's "Process N terminated" names it
 
 
 def _frame(match: re.Match) -> Frame:
@@ -66,42 +71,58 @@ def _frame(match: re.Match) -> Frame:
     return interned.frame(match["name"], _SITE.sub("", match["file"]), int(line) if line.isdigit() else 0, native)
 
 
-def parse(lines: list[str]) -> list[list[ThreadStack]]:
-    """Each process's threads, innermost frame first: a process per MainThread header (one when none names it)."""
+def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
+    """Each process's threads, innermost frame first, and its rank where the text names it. A new process starts
+    at multiprocessing's "Process Name:" line, at mp.spawn's "-- Process N terminated with the following error:"
+    (rank N), at a traceback that follows another one's end unless an exception chains them ("During handling of
+    the above exception"), at a header naming a second MainThread, and, outermost first, at a frame `<module>`
+    starting a second thread that starts the program (two ranks' print_stack output, one after the other)."""
     threads: list[_Thread] = []
-    header, innermost_first, in_child, child_frames = "", False, False, False
+    header, innermost_first, chained, rank = "", False, False, None
+    started = False  # this process already has a thread that starts the program
     for line in lines:
         match = _match(line)
         if match is None:
             stripped = line.strip()
-            if _PROCESS.match(stripped):  # a new process: whatever came before was another one's
-                threads.append(_Thread(stripped, new_process=True))
-                header, in_child, child_frames = stripped, True, False
+            if not stripped or line[:1].isspace() or _BOX.search(line) or stripped.startswith("❱"):
+                continue  # code lines are indented or boxed
+            seen = any(t.frames for t in threads)
+            spawned = _SPAWNED.match(stripped)
+            if _PROCESS.match(stripped) or spawned:  # a new process: whatever came before was another one's
+                threads.append(_Thread(stripped, new_process=True, rank=int(spawned[1]) if spawned else None))
+                header, chained = stripped, False
                 continue
-            if in_child and child_frames and stripped.startswith("Traceback"):
-                # after a child's "Process Name:" traceback, a traceback of its own is the parent's
-                threads.append(_Thread(stripped, new_process=True))
-                header, in_child = stripped, False
-                continue
-            # a header, an exception's message, a log line: it ends a thread (code lines are indented or boxed)
-            if stripped and not line[:1].isspace() and not _BOX.search(line) and not stripped.startswith("❱"):
+            if _TRACEBACK_HEAD in stripped and seen and not chained and not (threads and threads[-1].new_process
+                                                                                and not threads[-1].frames):
+                threads.append(_Thread(stripped, new_process=True))  # another process's exception
                 header = stripped
-                if threads and threads[-1].frames:
-                    threads.append(_Thread(header))
-                elif threads and not threads[-1].new_process:
-                    threads[-1].header = header
+                continue
+            chained = chained or _CHAINED.search(stripped) is not None
+            header = stripped  # a header, an exception's message, a log line: it ends a thread
+            if threads and threads[-1].frames:
+                threads.append(_Thread(header))
+            elif threads and not threads[-1].new_process:
+                threads[-1].header = header
             continue
         innermost_first = innermost_first or match.re in _INNER_FIRST
-        child_frames = child_frames or in_child
+        frame = _frame(match)
         if not threads:
             threads.append(_Thread(header))
-        threads[-1].frames.append(_frame(match))
+        elif not threads[-1].frames and not innermost_first and frame.name in _PROGRAM_STARTS and started:
+            threads[-1].new_process = True  # a second stack that starts a program: another process's (print_stack)
+        if threads[-1].frames == [] and _TRACEBACK_HEAD in threads[-1].header:
+            chained = False
+        if not threads[-1].frames:
+            started = (started and not threads[-1].new_process) or frame.name in _PROGRAM_STARTS
+        threads[-1].frames.append(frame)
     processes: list[list[ThreadStack]] = []
+    ranks: list[int | None] = []
     for i, thread in enumerate(t for t in threads if t.frames):
         frames = thread.frames if innermost_first else thread.frames[::-1]
         is_main = bool(_MAIN.search(thread.header))
         if not processes or thread.new_process or (is_main and any(t.name == "MainThread" for t in processes[-1])):
             processes.append([])
+            ranks.append(thread.rank)
         ident = _THREAD_ID.search(thread.header)
         raw_id = next(g for g in ident.groups() if g) if ident else str(i)
         tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
@@ -112,4 +133,4 @@ def parse(lines: list[str]) -> list[list[ThreadStack]]:
             main = next((i for i, t in enumerate(threads_of) if t.frames[-1].name == "<module>"),
                         next((i for i, t in enumerate(threads_of) if t.frames[-1].name not in _THREADING), 0))
             threads_of[main] = ThreadStack(threads_of[main].thread_id, "MainThread", threads_of[main].frames)
-    return processes
+    return list(zip(processes, ranks))

@@ -22,6 +22,14 @@ KNOWN_MISSES = {
                                        "issue's rule); the paste's truth counts it as no process at all",
     "verl_7180_agentloop_threads": "an idle Ray actor (main thread in Ray's task loop) is kept as a rank: an actor "
                                    "that dropped out of its loop is a cause in the corpus; the truth sets it aside",
+    "examples148_ctrlc_main_then_four_dataloader_workers_garbled": "four DataLoader workers' tracebacks interleaved "
+                                                                   "line by line on one tty, with no prefix",
+    "mmdet5892_tmux_pane_two_ranks_interleaved": "two ranks' tracebacks interleaved line by line in a tmux pane",
+    "mmdet3959_eval_pool_workers_split_main_traceback": "the main process's traceback split in parts by the pool "
+                                                        "workers' tracebacks printed in the middle of it",
+    "torchrec161_handmade_arrow_chain": "a call chain written by hand in prose ('a → b → c'): no frame of any tool",
+    "torchrec189_rank_traceback_then_torchrun_failure_bash_fence": "the rank (4) is named only inside the exception's "
+                                                                   "message",
 }
 
 
