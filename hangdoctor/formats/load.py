@@ -28,6 +28,8 @@ from topology import fold_ranks
 
 MAX_INPUT_BYTES = 4 << 30  # one node's file or one paste; a FIFO or /dev/zero is refused before any of it
 
+_COMPRESSED = ((b"\x1f\x8b", "gzip-compressed"), (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+               (b"\xfd7zXZ\x00", "xz-compressed"), (b"BZh", "bzip2-compressed"), (b"PK\x03\x04", "zip"))
 _JSONISH = re.compile(r'[\[{]\s*(?:["\[{\]}\d-]|true|false|null)')
 _SUFFIXES = (".json", ".out", ".txt", ".log", ".dump", ".trace")
 
@@ -92,6 +94,9 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
         raise InputError(str(exc)) from None
     if not raw.strip():
         raise InputError(f"{path}: an empty file" if not raw else f"{path}: only blank space, no dump in it")
+    packed = next((what for magic, what in _COMPRESSED if raw.startswith(magic)), None)
+    if packed:
+        raise InputError(f"{path}: a {packed} file, not a dump: decompress it first")
     if is_pickle(raw):
         return _flight_recorder(path, raw, extras)
     text = decode_text(raw)
@@ -157,8 +162,8 @@ def _text_dumps(path: Path, text: str, extras: Extras, not_json: str = "") -> tu
     if not found and not_json:
         raise InputError(not_json)
     if not found:
-        raise InputError(f"{path}: no stack frame in it (read as py-spy, faulthandler, traceback, pystack and gdb "
-                         "text, and as hangdoctor's and py-spy's JSON)")
+        raise InputError(f"{path}: not a dump: no stack frame in it (read as py-spy, faulthandler, traceback, pystack "
+                         "and gdb text, and as hangdoctor's and py-spy's JSON)")
     if undone:
         extras.notes.append(f"{path}: read {len(found)} process{'es' if len(found) > 1 else ''} from text with "
                             f"{', '.join(undone)}")

@@ -234,3 +234,13 @@ def test_lightning_and_openmpi_rank_prefixes(tmp_path):
         processes, _ = read_text("\n".join(lines))
         assert [p.rank for p in processes] == [0, 1, 2, 3], prefix
         assert [main_frames(p)[0] for p in processes] == ["barrier"] + ["_engine_run_backward"] * 3, prefix
+
+
+def test_a_compressed_dump_is_named_as_such(tmp_path, capsys):
+    import gzip
+
+    path = tmp_path / "trace-node1.out"
+    path.write_bytes(gzip.compress(TEXT.encode()))
+    assert main(["analyze", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("Error:") == 1 and "gzip-compressed file, not a dump: decompress it first" in err
