@@ -289,6 +289,8 @@ RULES: tuple[WaitRule, ...] = (
     R("worker", "python", "multiprocessing/semaphore_tracker.py", "main", op="multiprocessing semaphore tracker",
       role="process"),
     R("worker", "python", "multiprocessing/forkserver.py", "main", op="multiprocessing fork server", role="process"),
+    R("worker", "python", "multiprocessing/spawn.py", "prepare|_fixup_main_from_path|get_preparation_data",
+      op="a spawned child importing its parent's main module", role="process"),
     # a watchdog that runs py-spy on the ranks (SGLang's, a job's own): its stack is in the dumping, not in rank work
     R("worker", "python", "", r".*py_?spy.*", op="a watchdog running py-spy", role="process"),
     # ---- native frames (py-spy --native) ------------------------------------------------------------------

@@ -84,6 +84,14 @@ def _any_thread_communicates(found: Found, table: WaitTable) -> bool:
     return False
 
 
+def _started_before_launchers(found: Found, first_launcher: dict[str, int]) -> bool:
+    """A process with no rank and no parent pid whose pid is below every launcher's on its host (pids grow: a
+    launcher's ranks come after it). Only real pids count: a process read from a dump that named it and its
+    command line."""
+    first = first_launcher.get(found.host)
+    return bool(first and found.rank is None and found.ppid is None and found.cmdline and 0 < found.pid < first)
+
+
 def _waits_for_children(found: Found, table: WaitTable) -> bool:
     """A parent that only waits (on a child, a pipe, a sleep, or idle outside any known call) is a launcher; one
     that communicates, waits on the GPU or runs is a rank that happens to have started others (Lightning's rank
@@ -121,11 +129,21 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
         aside.append(SetAside(f.host, f.pid, kind, why, f.cmdline, f.ppid, where, idle))
     parents = {(f.host, f.ppid) for f in ranks if f.ppid}
     launching = {(a.host, a.ppid) for a in aside if a.ppid and a.role == "launcher"}
+    first_launcher: dict[str, int] = {}  # host -> the lowest pid of a launcher there (py-spy's own dumps)
+    for a in aside:
+        if a.role == "launcher" and a.pid and a.cmdline:
+            first_launcher[a.host] = min(a.pid, first_launcher.get(a.host, a.pid))
     kept = []
     for f in ranks:
         if f.rank is None and (f.host, f.pid) in launching:  # it started a launcher (a runner, a web UI, a script
             where, idle = _describe(f, table)                 # around torchrun): never a rank itself
             aside.append(SetAside(f.host, f.pid, "launcher", "parent of a launcher", f.cmdline, f.ppid, where, idle))
+        elif _started_before_launchers(f, first_launcher) and not _any_thread_communicates(f, table):
+            # no parent pid in the dump (py-spy's text): a launcher starts its ranks, so they come after it; a
+            # process started before every launcher of its host is what runs around them (a web UI, a runner)
+            where, idle = _describe(f, table)
+            aside.append(SetAside(f.host, f.pid, "launcher", "started before the launcher on its host (a runner "
+                                  "around it)", f.cmdline, f.ppid, where, idle))
         elif (f.host, f.pid) in parents and f.rank is None and _waits_for_children(f, table):
             children = sum(1 for g in ranks if g.host == f.host and g.ppid == f.pid)
             where, idle = _describe(f, table)

@@ -71,7 +71,7 @@ def parse(text: str, pid: int, *, server: bool = True) -> tuple[ThreadStack, ...
         frame = _FRAME.match(line)
         if frame and threads:
             file, number, name = frame.groups()
-            threads[-1][2].append(interned.frame(name, _SITE.sub("", file), int(number), False))
+            threads[-1][2].append(interned.frame(name, _SITE.sub("", file.replace("\\", "/")), int(number), False))
     kept = [(tid, frames) for tid, current, frames in threads if not (current and server) and frames]
     main = next((i for i, (_, frames) in enumerate(kept) if frames[-1].name == "<module>"), len(kept) - 1)
     return tuple(ThreadStack(thread_id=pid if i == main else tid, name="MainThread" if i == main else f"thread {tid:#x}",

@@ -75,8 +75,11 @@ def parse_frame(text: str) -> Frame | None:
     loc, name = match["loc"], match["name"].strip()
     file, sep, line = loc.rpartition(":")
     if sep and (line.isdigit() or line in _ELIDED):
-        if file.endswith(".py") and " " in name:  # a Python function's name is one word: a label before it goes
-            name = name.split()[-1]
+        if file.endswith(".py") and " " in name:  # a Python function's name is one word
+            label, _, name = name.rpartition(" ")
+            if not label.rstrip().endswith(":"):
+                return None  # words before it: a log line that ends with a file and line, no frame
+            # (a person's group label before it, "DP0,3,5,7:  broadcast", goes)
         return interned.frame(name, file, int(line) if line.isdigit() else 0, interned.looks_native(file))
     return interned.frame(name, loc, 0, True)
 
@@ -206,6 +209,8 @@ class _Parser:
         if self.thread is not None and self.thread.indent is not None and indent < self.thread.indent and \
                 self.headers:
             return  # less indented than the thread's frames: a log line printed between dumps, not a frame
+        if frame.native and not self.headers:
+            return  # py-spy prints native frames under its headers only: without them, a log line's "(...)"
         if self.thread is None or (blank and self.headers == 0):
             if self.headers:  # frames after a process header but before any thread line
                 if self.current is None:

@@ -41,6 +41,9 @@ _PROCESS = re.compile(r"^Process [\w.:-]+:$")  # multiprocessing's line before a
 _SPAWNED = re.compile(r"^-- Process (\d+) terminated with the following error:")  # torch's mp.spawn
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
 _PROGRAM_STARTS = frozenset({"<module>", "_run_module_as_main"})  # a thread whose stack starts the program
+# what ends a thread: a header (Traceback, Thread, Process, Stack...) or an exception's line ("ValueError: ...")
+_HEADERISH = re.compile(r"Traceback|[Tt]hread|Process|[Ss]tack|Current|^#|^-|^[\w.]+(?:Error|Exception|Interrupt|"
+                        r"Exit|Failure|Timeout)\b|^[\w.]+: ")
 _CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _THREADING = ("_bootstrap", "_bootstrap_inner", "Thread._bootstrap", "Thread._bootstrap_inner")
 
@@ -68,7 +71,8 @@ class _Thread:
 def _frame(match: re.Match) -> Frame:
     line = match["line"]
     native = match.groupdict().get("kind") == "C"
-    return interned.frame(match["name"], _SITE.sub("", match["file"]), int(line) if line.isdigit() else 0, native)
+    file = _SITE.sub("", match["file"].replace("\\", "/"))  # a Windows path reads like any other
+    return interned.frame(match["name"], file, int(line) if line.isdigit() else 0, native)
 
 
 def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
@@ -80,6 +84,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
     threads: list[_Thread] = []
     header, innermost_first, chained, rank = "", False, False, None
     started = False  # this process already has a thread that starts the program
+    soft_break = False  # a line that is no header came since the last frame
     for line in lines:
         match = _match(line)
         if match is None:
@@ -98,7 +103,10 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
                 header = stripped
                 continue
             chained = chained or _CHAINED.search(stripped) is not None
-            header = stripped  # a header, an exception's message, a log line: it ends a thread
+            if not _HEADERISH.search(stripped):
+                soft_break = True  # a log viewer's timestamp or pod line, a message: no header, the thread goes on
+                continue
+            header = stripped  # a header or an exception's message: it ends a thread
             if threads and threads[-1].frames:
                 threads.append(_Thread(header))
             elif threads and not threads[-1].new_process:
@@ -110,6 +118,9 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
             threads.append(_Thread(header))
         elif not threads[-1].frames and not innermost_first and frame.name in _PROGRAM_STARTS and started:
             threads[-1].new_process = True  # a second stack that starts a program: another process's (print_stack)
+        elif soft_break and threads[-1].frames and not innermost_first and frame.name in _PROGRAM_STARTS:
+            threads.append(_Thread(header, new_process=True))  # the same, after a line that is no header
+        soft_break = False
         if threads[-1].frames == [] and _TRACEBACK_HEAD in threads[-1].header:
             chained = False
         if not threads[-1].frames:
