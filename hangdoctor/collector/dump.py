@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import selectors
 import subprocess
 import time
@@ -203,12 +204,27 @@ def pyspy_version(pyspy: str) -> str:
     return version_answer(proc, timeout=10)
 
 
+VERSION_BYTES = 4096  # what a version line can take: a wrapper that prints more is not answering the question
+
+
 def version_answer(proc: subprocess.Popen, *, timeout: float) -> str:
     """The version a started `py-spy --version` prints, "" when it says nothing within `timeout` (a wrapper
-    whose child hangs: the group is ended and the pipe never waited on again)."""
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out = b""
+    whose child hangs: the group is ended and the pipe never waited on again). At most VERSION_BYTES are read: a
+    wrapper that prints endlessly (`yes`) is ended at that, never buffered."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    fd = proc.stdout.fileno() if proc.stdout is not None else None
+    while fd is not None and len(out) <= VERSION_BYTES:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        piece = os.read(fd, VERSION_BYTES + 1 - len(out))
+        if not piece:
+            break
+        out += piece
     children.end(proc)
+    if proc.stdout is not None:
+        proc.stdout.close()
+    if len(out) > VERSION_BYTES:
+        return ""
     return out.decode("utf-8", "replace").strip().replace("py-spy ", "")

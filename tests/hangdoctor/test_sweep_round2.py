@@ -188,3 +188,18 @@ def test_a_paste_saved_as_utf16_reads_as_its_utf8_original(tmp_path, encoding):
         assert result.returncode in (0, 1), result.stderr[-2000:]
         places.append([(p["folded"], p["position"]) for p in json.loads(result.stdout)["places"]])
     assert places[0] == places[1] and places[0]
+
+
+def test_the_version_probe_of_a_wrapper_that_prints_forever_reads_a_few_bytes(tmp_path):
+    """Third sweep AT04: `--py-spy` a script that runs `yes`; the version probe buffered everything it printed in
+    its 5 s (a MemoryError under a memory limit). Now it reads at most a few KiB and ends the wrapper."""
+    import time
+
+    from hangdoctor.collector.dump import pyspy_version
+
+    wrapper = tmp_path / "yes.sh"
+    wrapper.write_text("#!/bin/sh\nexec yes\n")
+    wrapper.chmod(0o755)
+    started = time.monotonic()
+    assert pyspy_version(str(wrapper)) == ""
+    assert time.monotonic() - started < 5  # it stopped at the bound, long before the probe's 10 s
