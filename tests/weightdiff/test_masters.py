@@ -195,3 +195,16 @@ def test_megatron_masters_that_cannot_be_matched_to_names_are_said(tmp_path):
     assert code == 2 and len(errors) == 1 and "its master copies are not checked" in errors[0]
     assert "master copy   INCOMPLETE  0 checked" in out
     assert "cannot be matched to parameter names" in out and "not checked (never counted as equal)" in out
+
+
+def test_a_float16_megatron_checkpoint_without_masters_is_not_checked_never_ok(tmp_path):
+    """Third sweep WD20: a bf16 Megatron checkpoint whose rank files hold no fp32_from_fp16_params (saved with
+    --no-save-optim, or lost) said the master check "does not apply" (exit 0). Its weights are 16-bit: masters
+    existed, they are not here, so the check could not be done (exit 2)."""
+    root = write_checkpoint(tmp_path / "meg", tp_size=1, pp_size=1, dp_size=1)
+    path = rank_file(root, 2, tp=0, pp=0, pp_size=1)
+    state = torch.load(path, weights_only=False)
+    del state["optimizer"]
+    torch.save(state, path)
+    code, out, errors = _cli(["check", str(root)])
+    assert code == 2 and len(errors) == 1 and "holds no fp32 master copies" in errors[0], (out, errors)

@@ -243,6 +243,13 @@ def master_outcome(kind: str, slices: list[RankDump], tol: Tolerance, *, jobs: i
         return MasterOutcome(kind="", checked=0, findings=[], unchecked=[], notes=[], errors=[
             f"{slices[0].source}: its ds_config says ZeRO stage {stage}, yet it holds no optimizer files "
             "(zero_pp_rank_*_optim_states.pt): the fp32 master copies could not be checked"])
+    low = sorted({m.dtype for s in slices for m in s.tensors.values() if m.dtype in ("bfloat16", "float16")
+                  and not m.is_buffer})
+    if masters is None and kind == "megatron-checkpoint" and low:
+        return MasterOutcome(kind="", checked=0, findings=[], unchecked=[], notes=[], errors=[
+            f"{slices[0].source}: its weights are {'/'.join(low)}, yet it holds no fp32 master copies (no "
+            "fp32_from_fp16_params: saved with --no-save-optim, or the optimizer state was lost): the master copies "
+            "could not be checked"])
     if masters is None:
         return MasterOutcome(kind="", checked=0, findings=[], unchecked=[], notes=[
             "no fp32 master copies in this checkpoint (no ZeRO or bf16 optimizer files: in fp32 without ZeRO the "
