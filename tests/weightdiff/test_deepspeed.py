@@ -103,7 +103,8 @@ def test_a_checkpoint_missing_one_layer_file_is_never_same(runs, tmp_path):
     layer = sorted(partial.glob("layer_*-model_states.pt"))[1]
     layer.unlink()
     code, out, err = _cli([str(runs / "healthy" / "ckpt" / "global_step2"), str(partial)])
-    assert code != 0 and "SAME" not in out, out + err
+    assert code == 3 and "SAME" not in out, out + err  # its tensors missing in b, and the file named (sweep WD16)
+    assert f"no {layer.name}" in err, err
 
 
 def test_a_zero_checkpoint_without_its_optimizer_files_says_the_masters_were_not_checked(runs, tmp_path):

@@ -253,11 +253,22 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
                 _add(metas, locations, stage, name, value, path, key, role)
 
     dumps = []
+    present_layers = {(idx, tp) for idx, tp, _ in layer_files}
     for stage in stages:
         key = (stage.pp, stage.tp)
         absent = {n: "listed in this stage's ZeRO param_shapes but in none of its checkpoint files "
                      "(DeepSpeed saves no file for a tied layer with a forward_fn)"
                   for n in stage.names if n not in metas[key]}
+        lost: dict[int, int] = {}  # a numbered layer whose file is gone: an input error, not a tied layer
+        for n in absent:
+            head = n.split(".", 1)[0]
+            if head.isdigit() and (int(head), stage.tp) not in present_layers:
+                lost[int(head)] = lost.get(int(head), 0) + 1
+        with_tp = any("-model_" in p.name.removesuffix("-model_states.pt") for _, _, p in layer_files)
+        errors += [f"{folder}: no layer_{idx:02d}{f'-model_{stage.tp:02d}' if with_tp else ''}-model_states.pt, "
+                   f"though pp stage {stage.pp}'s "
+                   f"param_shapes lists {count} parameter{'s' if count > 1 else ''} of layer {idx}: not compared"
+                   for idx, count in sorted(lost.items())]
         ordered = dict(sorted(metas[key].items(), key=lambda kv: _name_order(kv[0])))
         dumps.append(RankDump(
             coords=RankCoords(rank=dims.rank(dp=0, pp=stage.pp, tp=stage.tp), dp=0, pp=stage.pp, tp=stage.tp),
