@@ -1,6 +1,6 @@
 """A real DeepSpeed ZeRO stage 3 run for weightdiff's tests (gloo, CPU): a small model whose parameter sizes do
-not divide by the dp size (so the partitions carry padding), trained three steps with torch's AdamW, saved after
-steps 1 and 3.
+not divide by the dp size (so the partitions carry padding), one parameter frozen, trained three steps with
+torch's AdamW, saved after steps 1 and 3.
 
     torchrun --standalone --nproc-per-node 2 tests/weightdiff/zero3_save.py OUT
 """
@@ -36,7 +36,8 @@ def main() -> None:
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0)
     model = Net()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)  # trap 3: no fused Adam to compile
+    model.norm.bias.requires_grad_(False)  # a frozen parameter: ZeRO-3 keeps it in frozen_param_fragments
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)  # trap 3: torch's Adam
     config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "steps_per_print": 1000,
               "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)

@@ -14,7 +14,9 @@ ZeRO-3 splits each parameter on its own: of a parameter of n elements every dp r
 elements (the last rank's share padded), and a rank's partitions of the parameters lie end to end in the order
 of `param_shapes`, the groups one after another. So parameter p's elements are, rank by rank, the slice
 [offset_p, offset_p + ceil(n_p / W)) of each rank's concatenated groups, cut to n_p: what DeepSpeed's own
-`zero_to_fp32` computes, here per parameter when a comparison asks for it, nothing written.
+`zero_to_fp32` computes, here per parameter when a comparison asks for it, nothing written. A frozen parameter
+(`frozen_param_shapes`) is split the same way, its pieces in each dp rank's model-states file
+(`frozen_param_fragments`).
 
 The model-states files alone hold no weight: given one as a file, or a folder whose optimizer files are missing,
 the reader says so and compares nothing it cannot rebuild (the verdict is incomplete, never SAME).
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from weightdiff.records import RankDump, TensorMeta
 
 MODEL_FILE = re.compile(r"^zero_pp_rank_(\d+)_mp_rank_(\d+)_model_states\.pt$")
 OPTIM_NAME = "zero_pp_rank_{dp}_mp_rank_{mp:02d}_optim_states.pt"
+MODEL_NAME = "zero_pp_rank_{dp}_mp_rank_{mp:02d}_model_states.pt"
 FLAT_GROUPS = ("optimizer_state_dict", "fp32_flat_groups")
 
 
@@ -78,6 +81,8 @@ class Zero3Values:
     optim_files: list[Path]  # by dp rank
     layout: dict[str, tuple[int, int, tuple[int, ...]]]  # name -> (offset, elements per rank, shape)
     buffers: dict[str, tuple[Path, str]]  # name -> (model-states file, key) for what is stored whole
+    frozen: dict[str, tuple[int, ...]] = field(default_factory=dict)  # frozen parameters: name -> shape
+    model_files: list[Path] = field(default_factory=list)  # by dp rank: each holds its fragment of the frozen ones
 
     def open(self) -> "_OpenZero3":
         return _OpenZero3(self)
@@ -90,7 +95,25 @@ class _OpenZero3:
         self._states: dict[Path, dict] = {}
 
     def names(self) -> set[str]:
-        return set(self.values.layout) | set(self.values.buffers)
+        return set(self.values.layout) | set(self.values.buffers) | set(self.values.frozen)
+
+    def _model_state(self, path: Path) -> dict:
+        if path not in self._states:
+            state = safe_load(path, mmap=True)
+            self._states[path] = state if isinstance(state, dict) else {}
+        return self._states[path]
+
+    def _frozen(self, name: str) -> Any:
+        """A frozen parameter: every dp rank's fragment (frozen_param_fragments), end to end, cut to its size."""
+        import torch
+
+        shape, pieces = self.values.frozen[name], []
+        for path in self.values.model_files:
+            piece = (self._model_state(path).get("frozen_param_fragments") or {}).get(name)
+            if not is_tensor(piece):
+                raise BadInput(f"{path}: no fragment of the frozen parameter {name!r}")
+            pieces.append(piece.reshape(-1))
+        return torch.cat(pieces)[:math.prod(shape)].view(shape)
 
     def _rank_flat(self, dp: int) -> Any:
         if dp not in self._flat:
@@ -106,9 +129,9 @@ class _OpenZero3:
     def get(self, name: str) -> Any:
         if name in self.values.buffers:
             path, key = self.values.buffers[name]
-            if path not in self._states:
-                self._states[path] = safe_load(path, mmap=True).get("module") or {}
-            return self._states[path][key]
+            return (self._model_state(path).get("module") or {})[key]
+        if name in self.values.frozen:
+            return self._frozen(name)
         import torch
 
         offset, per_rank, shape = self.values.layout[name]
@@ -154,8 +177,9 @@ def read_zero3_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
         metas: dict[str, TensorMeta] = {}
         buffers: dict[str, tuple[Path, str]] = {}
         buffer_names = set(state.get("buffer_names") or [])
+        frozen = {str(n): tuple(int(d) for d in shape) for n, shape in (state.get("frozen_param_shapes") or {}).items()}
         for key, value in state["module"].items():
-            if key in shapes or not is_tensor(value):
+            if key in shapes or key in frozen or not is_tensor(value):
                 continue
             if value.numel() == 0 and key not in buffer_names:
                 errors.append(f"{path}: {key!r} is a size-0 placeholder that param_shapes does not list: not compared")
@@ -163,10 +187,16 @@ def read_zero3_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
             metas[key] = TensorMeta(name=key, shape=tuple(value.shape), dtype=str(value.dtype).removeprefix("torch."),
                                     role="buffer", requires_grad=False)
             buffers[key] = (path, key)
-        frozen = state.get("frozen_param_shapes") or {}
-        if frozen:
-            errors.append(f"{path}: {len(frozen)} frozen parameters (stored as per-rank fragments) are not read: "
-                          "not compared")
+        model_by_dp = [by_dp.get(dp) for dp in range(dp_size)]
+        if frozen and None in model_by_dp:
+            absent = [MODEL_NAME.format(dp=dp, mp=mp) for dp, f in enumerate(model_by_dp) if f is None]
+            errors.append(f"{folder}: {', '.join(absent)} missing: the {len(frozen)} frozen parameters, a fragment "
+                          "in each dp rank's model-states file, are not compared")
+            frozen = {}
+        for name, shape in frozen.items():
+            dtype = str(getattr((state.get("frozen_param_fragments") or {}).get(name), "dtype", "torch.float32"))
+            metas[name] = TensorMeta(name=name, shape=shape, dtype=dtype.removeprefix("torch."),
+                                     module_path=name.rpartition(".")[0], role="parameter", requires_grad=False)
         if missing:
             errors.append(f"{folder}: {', '.join(missing)} missing: ZeRO-3 keeps its parameters only in the "
                           f"optimizer partitions, so the {len(shapes)} parameters of mp rank {mp} are not compared")
@@ -179,7 +209,8 @@ def read_zero3_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
             coords=RankCoords(rank=dims.rank(dp=0, pp=0, tp=mp), dp=0, pp=0, tp=mp),
             iteration=int(state.get("global_steps") or 0), tag="checkpoint", source=folder,
             kind="deepspeed-checkpoint", mode="full", tensors=metas,
-            tensor_source=Zero3Values(optim_files=optim, layout=layout, buffers=buffers),
+            tensor_source=Zero3Values(optim_files=optim, layout=layout, buffers=buffers, frozen=frozen,
+                                      model_files=[f for f in model_by_dp if f is not None]),
             world_size=dims.world_size, dims={"tp": dims.tp, "pp": 1, "dp": dp_size}, replicated_dp=True,
             notes=[f"DeepSpeed ZeRO stage 3: {len(layout)} parameters rebuilt from {dp_size} fp32 partitions"],
         ))
