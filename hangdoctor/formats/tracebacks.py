@@ -39,11 +39,14 @@ _MAIN = re.compile(r"\bMainThread\b")
 _THREAD_ID = re.compile(r"\b(?:thread|Thread|ThreadID|tid)[ =:]*(0x[0-9a-fA-F]+|\d+)|\((\d+)\)")
 _PROCESS = re.compile(r"^Process [\w.:-]+:$")  # multiprocessing's line before a child's traceback
 _SPAWNED = re.compile(r"^-- Process (\d+) terminated with the following error:")  # torch's mp.spawn
-_TRACEBACK_HEAD = "Traceback (most recent call last)"
+_REMOTE = re.compile(r"RayTaskError\b.*\bray::\S+.*\(pid=\d+")  # a Ray actor's error: its own traceback next
+_TRACEBACK_HEAD = "(most recent call last)"  # "Traceback ...", its first letters lost in a paste, "Stack ..."
 _PROGRAM_STARTS = frozenset({"<module>", "_run_module_as_main"})  # a thread whose stack starts the program
 # what ends a thread: a header (Traceback, Thread, Process, Stack...) or an exception's line ("ValueError: ...")
 _HEADERISH = re.compile(r"Traceback|[Tt]hread|Process|[Ss]tack|Current|^#|^-|^[\w.]+(?:Error|Exception|Interrupt|"
                         r"Exit|Failure|Timeout)\b|^[\w.]+: ")
+_EXCEPTION = re.compile(r"^[\w.]+(?:Error|Exception)\b")
+_OWN_RANK = re.compile(r"\[Rank (\d+)\]|\bon rank (\d+)\b")
 _CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _THREADING = ("_bootstrap", "_bootstrap_inner", "Thread._bootstrap", "Thread._bootstrap_inner")
 
@@ -78,7 +81,8 @@ def _frame(match: re.Match) -> Frame:
 def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
     """Each process's threads, innermost frame first, and its rank where the text names it. A new process starts
     at multiprocessing's "Process Name:" line, at mp.spawn's "-- Process N terminated with the following error:"
-    (rank N), at a traceback that follows another one's end unless an exception chains them ("During handling of
+    (rank N), at Ray's `RayTaskError(...): ray::Actor.method() (pid=N, ...)` (the actor's traceback after the
+    driver's), at a traceback that follows another one's end unless an exception chains them ("During handling of
     the above exception"), at a header naming a second MainThread, and, outermost first, at a frame `<module>`
     starting a second thread that starts the program (two ranks' print_stack output, one after the other)."""
     threads: list[_Thread] = []
@@ -93,6 +97,10 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
                 continue  # code lines are indented or boxed
             seen = any(t.frames for t in threads)
             spawned = _SPAWNED.match(stripped)
+            if _REMOTE.search(stripped) and seen:  # Ray: the remote actor's traceback follows the driver's
+                threads.append(_Thread(stripped, new_process=True))
+                header, chained = stripped, False
+                continue
             if _PROCESS.match(stripped) or spawned:  # a new process: whatever came before was another one's
                 threads.append(_Thread(stripped, new_process=True, rank=int(spawned[1]) if spawned else None))
                 header, chained = stripped, False
@@ -103,6 +111,10 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
                 header = stripped
                 continue
             chained = chained or _CHAINED.search(stripped) is not None
+            own = _OWN_RANK.search(stripped) if _EXCEPTION.match(stripped) else None
+            if own and threads and threads[-1].frames:  # the exception of this traceback names its own rank
+                first = next((t for t in reversed(threads) if t.new_process), threads[0])
+                first.rank = first.rank if first.rank is not None else int(own[1] or own[2])
             if not _HEADERISH.search(stripped):
                 soft_break = True  # a log viewer's timestamp or pod line, a message: no header, the thread goes on
                 continue

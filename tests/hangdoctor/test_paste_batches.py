@@ -28,13 +28,10 @@ KNOWN_MISSES = {
     "mmdet3959_eval_pool_workers_split_main_traceback": "the main process's traceback split in parts by the pool "
                                                         "workers' tracebacks printed in the middle of it",
     "torchrec161_handmade_arrow_chain": "a call chain written by hand in prose ('a → b → c'): no frame of any tool",
-    "torchrec189_rank_traceback_then_torchrun_failure_bash_fence": "the rank (4) is named only inside the exception's "
-                                                                   "message",
     "areal_1065_scheduler_log_traceback": "a scheduler's own traceback between its log lines is read as a rank",
     "lmeval_2839_rank0_spawn_children": "three spawned children's tracebacks behind the parent's [rank0]: prefix are "
                                         "read as the rank, the parent's own traceback among them",
     "neox_1306_interleaved_two_ranks": "two ranks' tracebacks interleaved line by line with no prefix",
-    "roll_183_clipped_traceback_header": "a traceback pasted inline whose header lost its first character",
     "sdscripts_725_rich_traceback_box": "a rich traceback box whose function names are cut at its right border",
 }
 

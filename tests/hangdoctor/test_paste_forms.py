@@ -244,3 +244,30 @@ def test_a_compressed_dump_is_named_as_such(tmp_path, capsys):
     assert main(["analyze", str(path)]) == 3
     err = capsys.readouterr().err
     assert err.count("Error:") == 1 and "gzip-compressed file, not a dump: decompress it first" in err
+
+
+def test_a_ray_driver_and_its_actors_traceback_are_two_processes(tmp_path):
+    # a RayTaskError: the driver's traceback in ray.get, then the actor's own (ROLL's and verl's threads' shape)
+    text = textwrap.dedent("""\
+        Traceback (most recent call last):
+          File "/w/main.py", line 9, in <module>
+            main()
+          File "/w/main.py", line 5, in main
+            ray.get(worker.setup.remote())
+          File "/py/ray/_private/worker.py", line 2822, in get
+            values = worker.get_objects(object_refs)
+          File "/py/ray/_private/worker.py", line 930, in get_objects
+            raise value.as_instanceof_cause()
+        ray.exceptions.RayTaskError(RuntimeError): ray::Worker.setup() (pid=4821, ip=10.0.0.5, actor_id=ab12)
+          File "/w/worker.py", line 40, in setup
+            dist.barrier()
+          File "/py/torch/distributed/distributed_c10d.py", line 4000, in barrier
+            work.wait()
+        RuntimeError: [Rank 3] Timed out waiting 600000ms
+        """)
+    processes, _ = read_text(text)
+    assert [main_frames(p) for p in processes] == [["get_objects", "get", "main", "<module>"], ["barrier", "setup"]]
+    assert processes[1].rank == 3  # named by its own exception
+    collection = load(tmp_path, text)
+    assert [a.why for a in collection.set_aside] == ["Ray driver (ray.get) (its stack)"]
+    assert [r.identity.rank for r in collection.records] == [3]
