@@ -29,23 +29,39 @@ def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+class NotRegular(InputRefused):
+    """The path is a folder, a FIFO, a socket or a device. `mode` lets each tool name it in its own words."""
+
+    def __init__(self, path: Path | str, mode: int, message: str = ""):
+        self.path, self.mode = path, mode
+        super().__init__(message or f"{path}: {_kind(mode)}, not a regular file")
+
+
+def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of a regular file, and its stat: the one way every tool opens a user's file. The
+    path is stat'ed first (a socket cannot be opened at all), opened without blocking (a FIFO would wait for a
+    writer), and what was opened is checked again (a FIFO swapped in between). NotRegular when it is none;
+    OSError when it cannot be opened."""
+    first = os.stat(path)
+    if not stat.S_ISREG(first.st_mode):
+        raise NotRegular(path, first.st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    opened = os.fstat(fd)
+    if not stat.S_ISREG(opened.st_mode):
+        os.close(fd)
+        raise NotRegular(path, opened.st_mode)
+    return fd, opened
+
+
 def read_bytes(path: Path, *, limit: int, what: str) -> bytes:
     """The whole of a regular file of at most `limit` bytes; `what` names the file's role in the message."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd, stated = open_regular(path)
+    except NotRegular as exc:
+        raise NotRegular(path, exc.mode, f"{path}: {_kind(exc.mode)}, not a file; only a regular file is read as "
+                                         f"{what}") from None
     except OSError as exc:
-        try:  # a socket cannot be opened at all (ENXIO): say what it is
-            mode = os.stat(path).st_mode
-        except OSError:
-            mode = 0
-        if mode and not stat.S_ISREG(mode):
-            raise InputRefused(f"{path}: {_kind(mode)}, not a file; only a regular file is read as {what}") from None
         raise InputRefused(f"{path}: cannot read {what} ({_why(exc)})") from None
-    stated = os.fstat(fd)
-    mode = stated.st_mode
-    if not stat.S_ISREG(mode):  # before fdopen, which refuses a folder with its own exception
-        os.close(fd)
-        raise InputRefused(f"{path}: {_kind(mode)}, not a file; only a regular file is read as {what}")
     with os.fdopen(fd, "rb", buffering=0) as handle:
         try:
             data = _read_up_to(handle, limit + 1, stated.st_size)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import stat
 
+from clicore.inputs import NotRegular
+from clicore.inputs import open_regular as open_regular_fd
+
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 _CHUNK = 1 << 26  # os.pread reads at most 2 GiB at once
@@ -27,15 +30,13 @@ def _require_regular(path: str, mode: int) -> None:
 
 
 def open_regular(path: str) -> int:
-    """A read-only descriptor of path; NotRegularFile when it is not a regular file, OSError when it cannot open."""
-    _require_regular(path, os.stat(path).st_mode)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    """A read-only descriptor of path (clicore.inputs.open_regular); NotRegularFile when it is not a regular
+    file, OSError when it cannot open."""
     try:
-        _require_regular(path, os.fstat(fd).st_mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return open_regular_fd(path)[0]
+    except NotRegular as e:
+        _require_regular(path, e.mode)
+        raise  # (_require_regular raises for any mode that is no regular file)
 
 
 def read_at(fd: int, offset: int, size: int) -> bytes:

@@ -26,10 +26,12 @@ import json
 import os
 import pickle
 import re
-import stat
 import time
 
+from pathlib import Path
+
 from clicore.argtypes import MAX_RANKS  # a rank in a file name beyond it is not a rank
+from clicore.inputs import InputRefused, NotRegular, read_bytes
 
 FORMAT = "hangdoctor-fr-summary/1"
 GAP = "-"
@@ -99,13 +101,14 @@ def _check_expanded_size(obj: object, *, budget: int) -> None:
 def read_regular(path: str) -> bytes:
     """A regular file's bytes, bounded; a FIFO or device is refused (reading one could wait forever).
     Raises OSError or DecodeError."""
-    with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise DecodeError("not a regular file")
-        data = handle.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise DecodeError(f"more than {MAX_BYTES >> 20} MiB: more than a Flight Recorder dump holds")
-    return data
+    try:
+        return read_bytes(Path(path), limit=MAX_BYTES, what="a Flight Recorder dump")
+    except NotRegular:
+        raise DecodeError("not a regular file") from None
+    except InputRefused as exc:
+        if "larger than" in str(exc):
+            raise DecodeError(f"more than {MAX_BYTES >> 20} MiB: more than a Flight Recorder dump holds") from None
+        raise OSError(str(exc)) from None
 
 
 def summaries_in(folder: str, ranks: set[int], deadline: float | None = None) -> dict[int, dict]:

@@ -40,7 +40,8 @@ _THREAD_ID = re.compile(r"\b(?:thread|Thread|ThreadID|tid)[ =:]*(0x[0-9a-fA-F]+|
 _PROCESS = re.compile(r"^Process [\w.:-]+:$")  # multiprocessing's line before a child's traceback
 _SPAWNED = re.compile(r"^-- Process (\d+) terminated with the following error:")  # torch's mp.spawn
 _REMOTE = re.compile(r"RayTaskError\b.*\bray::\S+.*\(pid=\d+")  # a Ray actor's error: its own traceback next
-_TRACEBACK_HEAD = "(most recent call last)"  # "Traceback ...", its first letters lost in a paste, "Stack ..."
+_TRACEBACK_HEAD = re.compile(r"^\S*ack \(most recent call last\)")  # "Traceback", its first letters lost in a paste
+# (pystack's "Traceback for thread N ... (most recent call last)" heads a thread of the same process: not matched)
 _PROGRAM_STARTS = frozenset({"<module>", "_run_module_as_main"})  # a thread whose stack starts the program
 # what ends a thread: a header (Traceback, Thread, Process, Stack...) or an exception's line ("ValueError: ...")
 _HEADERISH = re.compile(r"Traceback|[Tt]hread|Process|[Ss]tack|Current|^#|^-|^[\w.]+(?:Error|Exception|Interrupt|"
@@ -105,7 +106,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
                 threads.append(_Thread(stripped, new_process=True, rank=int(spawned[1]) if spawned else None))
                 header, chained = stripped, False
                 continue
-            if _TRACEBACK_HEAD in stripped and seen and not chained and not (threads and threads[-1].new_process
+            if _TRACEBACK_HEAD.match(stripped) and seen and not chained and not (threads and threads[-1].new_process
                                                                                 and not threads[-1].frames):
                 threads.append(_Thread(stripped, new_process=True))  # another process's exception
                 header = stripped
@@ -133,7 +134,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
         elif soft_break and threads[-1].frames and not innermost_first and frame.name in _PROGRAM_STARTS:
             threads.append(_Thread(header, new_process=True))  # the same, after a line that is no header
         soft_break = False
-        if threads[-1].frames == [] and _TRACEBACK_HEAD in threads[-1].header:
+        if threads[-1].frames == [] and _TRACEBACK_HEAD.match(threads[-1].header):
             chained = False
         if not threads[-1].frames:
             started = (started and not threads[-1].new_process) or frame.name in _PROGRAM_STARTS

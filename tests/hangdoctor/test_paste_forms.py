@@ -152,7 +152,15 @@ def test_pystack_and_gdb_py_bt(tmp_path):
             (Python) File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2501, in all_reduce
                 work.wait()
         """)
-    processes, _ = read_text(pystack)
+    second_thread = textwrap.dedent("""\
+        Traceback for thread 4020 (python3) [] (most recent call last):
+            (Python) File "/usr/lib/python3.11/threading.py", line 1002, in _bootstrap
+                self._bootstrap_inner()
+            (Python) File "/usr/lib/python3.11/threading.py", line 320, in wait
+                waiter.acquire()
+        """)
+    processes, _ = read_text(pystack + second_thread)
+    assert len(processes) == 1 and len(processes[0].threads) == 2  # pystack's headers are threads of one process
     assert main_frames(processes[0])[:1] == ["all_reduce"] and main_frames(processes[0])[-1] == "<module>"
     gdb = ("#4 Frame 0x7f3c0c001a40, for file /usr/lib/python3.11/site-packages/torch/distributed/"
            "distributed_c10d.py, line 2501, in all_reduce (tensor=<Tensor at remote 0x7f3c>)\n"

@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from clicore.inputs import NotRegular
+from clicore.inputs import open_regular as open_regular_fd
 from weightdiff.errors import BadInput
 
 KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -66,16 +68,15 @@ def require_regular_file(path: Path) -> os.stat_result:
 
 
 def open_regular(path: Path) -> BinaryIO:
-    """Open a regular file for reading. The stat comes first, and the open is non-blocking and re-checked
-    with fstat, so a FIFO swapped in between cannot block either."""
+    """Open a regular file for reading (clicore.inputs.open_regular: stat first, a non-blocking open checked
+    again with fstat, so a FIFO swapped in between cannot block either)."""
     require_regular_file(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd, _ = open_regular_fd(path)
+    except NotRegular as e:
+        raise BadInput(f"{path}: {kind_of(e.mode)}, not a regular file; only regular files are read") from None
     except OSError as e:
         raise BadInput(f"{path}: cannot read ({why(e)})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise BadInput(f"{path}: not a regular file; only regular files are read")
     return os.fdopen(fd, "rb")
 
 
