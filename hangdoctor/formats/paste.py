@@ -42,10 +42,12 @@ _KEYED = (
     ("host", re.compile(r"^(?P<key>[A-Za-z0-9][\w.-]*):\s")),
     ("label", re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z_ ]*\d[\d,\- ]*):\s+(?=\S)")),
 )
+_RANK_SECTION = re.compile(r"^\W*\s*[Rr]ank\s+[:#=]?\s*(\d+)\s*\W*$")  # a line that only names a rank
 _ACTOR_RANK = re.compile(r"\brank[=_ :]?(\d+)", re.I)
 _FRAMEISH = re.compile(r'^\s*(?:#\d+ |File "|\(Python\) |\S+ \(.*:(?:\d+|\.\.\.)\)\s*$)')
 _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+_GUTTER = re.compile(r"^\s*(\d+)(?: |$)")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _QUOTE = re.compile(r"^\s*(?:> ?)+")  # one or more levels of quoting
 _PANEL = re.compile(r"^\s*│ ?(.*?)\s*│\s*$")  # a line inside a rich panel: its border
@@ -81,6 +83,9 @@ def clean(text: str) -> tuple[list[str], list[str]]:
         text = html.unescape(text)
         notes.append("HTML entities")
     lines = text.splitlines()
+    if _numbered(lines):
+        lines = [_GUTTER.sub("", line, count=1) for line in lines]
+        notes.append("line numbers")
     if _share(lines, _QUOTE) >= _SHARE:
         lines = [_QUOTE.sub("", line, count=1) for line in lines]
         notes.append("quote marks")
@@ -91,6 +96,14 @@ def clean(text: str) -> tuple[list[str], list[str]]:
         lines = [line for line in lines if not _FENCE.match(line)]
         notes.append("markdown fences")
     return lines, notes
+
+
+def _numbered(lines: list[str]) -> bool:
+    """Most lines start with their own line number (a listing copied with its gutter): 1, 2, 3..."""
+    numbers = [int(m[1]) for line in lines if (m := _GUTTER.match(line))]
+    steps = sum(1 for a, b in zip(numbers, numbers[1:]) if b == a + 1)
+    return len(numbers) >= 5 and len(numbers) >= _SHARE * len([x for x in lines if x.strip()]) and \
+        steps >= 0.8 * (len(numbers) - 1)
 
 
 def split_sources(text: str) -> list[Source]:
@@ -111,6 +124,14 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
     """Sources of these lines: split by the first prefix that starts most of them, then again inside each group
     (a Ray actor's lines carry a rank prefix or a log header of their own; a log collector may double a prefix)."""
     lines, notes = _strip_headers(lines, notes)
+    sections = [i for i, line in enumerate(lines) if _RANK_SECTION.match(line)]
+    if depth == 0 and len(sections) >= 2:  # "=== Rank 3 ===" over each rank's part (torch's debug server's stacks)
+        here = notes + ["rank sections"]
+        out = _split(lines[:sections[0]], here, known, depth + 1) if sections[0] else []
+        for start, end in zip(sections, sections[1:] + [len(lines)]):
+            rank = int(_RANK_SECTION.match(lines[start])[1])
+            out += _split(lines[start + 1:end], here, {**known, "rank": rank}, depth + 1)
+        return out
     for kind, pattern in _KEYED if depth < 3 else ():
         if _share([line for line in lines if not _FRAMEISH.match(line)], pattern) < _SHARE:
             continue  # (frames printed without the prefix of the line before them do not count against it)

@@ -29,10 +29,12 @@ _TRACEBACK = re.compile(r'^\s*(?:\((?P<kind>Python|C)\)\s*)?File:? "(?P<file>.*?
                         r" in (?P<name>\S+)")
 _GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?Frame 0x[0-9a-fA-F]+, for file (?P<file>.+?), "
                   r"line (?P<line>\d+), in (?P<name>[^\s(]+)")
+_IPYTHON = re.compile(r"^\s*File (?P<file>[^\s\"]+?):(?P<line>\d+), in (?P<name>[^\s(]+)")  # IPython 8
+_CELL = re.compile(r"^\s*Cell (?P<file>In ?\[\d+\]), line (?P<line>\d+)(?P<name>)")  # a notebook cell: <module>
 _RICH = re.compile(r"^\s*(?P<file>[^\s:]+\.py):(?P<line>\d+) in (?P<name>\S+)\s*$")  # rich's traceback panel
 _FLIGHT = re.compile(r"^\s*#\d+\s+(?P<name>\S+) from (?P<file>\S+?):(?P<line>\d+)\s*$")  # torch's watchdog
 _BOX = re.compile(r"[─│╭╮╰╯┃━]")  # rich draws code and locals in boxes: such a line is no frame nor header
-_OUTER_FIRST = (_TRACEBACK, _RICH)
+_OUTER_FIRST = (_TRACEBACK, _RICH, _IPYTHON, _CELL)
 _INNER_FIRST = (_GDB, _FLIGHT)
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 _MAIN = re.compile(r"\bMainThread\b")
@@ -40,11 +42,12 @@ _THREAD_ID = re.compile(r"\b(?:thread|Thread|ThreadID|tid)[ =:]*(0x[0-9a-fA-F]+|
 _PROCESS = re.compile(r"^Process [\w.:-]+:$")  # multiprocessing's line before a child's traceback
 _SPAWNED = re.compile(r"^-- Process (\d+) terminated with the following error:")  # torch's mp.spawn
 _REMOTE = re.compile(r"RayTaskError\b.*\bray::\S+.*\(pid=\d+")  # a Ray actor's error: its own traceback next
+_INNER_HEAD = re.compile(r"^\S*ack \(most recent call first\)")  # gdb's py-bt: "Traceback (most recent call first)"
 _TRACEBACK_HEAD = re.compile(r"^\S*ack \(most recent call last\)")  # "Traceback", its first letters lost in a paste
 # (pystack's "Traceback for thread N ... (most recent call last)" heads a thread of the same process: not matched)
 _PROGRAM_STARTS = frozenset({"<module>", "_run_module_as_main"})  # a thread whose stack starts the program
 # what ends a thread: a header (Traceback, Thread, Process, Stack...) or an exception's line ("ValueError: ...")
-_HEADERISH = re.compile(r"Traceback|[Tt]hread|Process|[Ss]tack|Current|^#|^-|^[\w.]+(?:Error|Exception|Interrupt|"
+_HEADERISH = re.compile(r"Traceback|[Tt]hread|Process|[Ss]tack|Current|^#|^-- |^[\w.]+(?:Error|Exception|Interrupt|"
                         r"Exit|Failure|Timeout)\b|^[\w.]+: ")
 _EXCEPTION = re.compile(r"^[\w.]+(?:Error|Exception)\b")
 _OWN_RANK = re.compile(r"\[Rank (\d+)\]|\bon rank (\d+)\b")
@@ -73,6 +76,8 @@ class _Thread:
 
 
 def _frame(match: re.Match) -> Frame:
+    if match.re is _CELL:
+        return interned.frame("<module>", match["file"], int(match["line"]), False)
     line = match["line"]
     native = match.groupdict().get("kind") == "C"
     file = _SITE.sub("", match["file"].replace("\\", "/"))  # a Windows path reads like any other
@@ -112,6 +117,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
                 header = stripped
                 continue
             chained = chained or _CHAINED.search(stripped) is not None
+            innermost_first = innermost_first or bool(_INNER_HEAD.match(stripped))  # gdb's py-bt
             own = _OWN_RANK.search(stripped) if _EXCEPTION.match(stripped) else None
             if own and threads and threads[-1].frames:  # the exception of this traceback names its own rank
                 first = next((t for t in reversed(threads) if t.new_process), threads[0])

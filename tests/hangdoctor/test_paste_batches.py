@@ -33,6 +33,8 @@ KNOWN_MISSES = {
                                         "read as the rank, the parent's own traceback among them",
     "neox_1306_interleaved_two_ranks": "two ranks' tracebacks interleaved line by line with no prefix",
     "sdscripts_725_rich_traceback_box": "a rich traceback box whose function names are cut at its right border",
+    "pyflame_dump_three_threads": "pyflame's own dump format (file:function:line frames under bare thread ids) is not "
+                                  "read",
 }
 
 
