@@ -67,7 +67,7 @@ class ThreadStack:
     truncated: bool = False  # the dump was cut off inside this thread: its outermost frames are lost
 
 
-_THREADING = ("_bootstrap", "_bootstrap_inner")  # the outermost frames of a thread `threading` started
+THREAD_STARTS = ("_bootstrap", "_bootstrap_inner")  # the outermost frames of a thread `threading` started
 
 
 @dataclass(slots=True)
@@ -102,7 +102,7 @@ class Sample:
         # (<module>), else the first that `threading` did not start
         started = [t for t in self.threads if t.frames]
         return next((t for t in started if t.frames[-1].name == "<module>"),
-                    next((t for t in started if t.frames[-1].name.rsplit(".", 1)[-1] not in _THREADING),
+                    next((t for t in started if t.frames[-1].name.rsplit(".", 1)[-1] not in THREAD_STARTS),
                          self.threads[0] if self.threads else None))
 
 

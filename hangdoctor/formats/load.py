@@ -15,7 +15,6 @@ from pathlib import Path
 from clicore.inputs import InputRefused, parse_json, read_bytes
 from hangdoctor.analysis.launchers import set_aside
 from hangdoctor.analysis.waits import WaitTable, default_table
-from hangdoctor.formats import faulthandler
 from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr, read_many
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of

@@ -6,7 +6,6 @@ per node, from frames interned across nodes; each rank's sample then costs a few
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from hangdoctor.formats import frames as interned
-from hangdoctor.model import Frame, ThreadStack
+from hangdoctor.model import THREAD_STARTS, Frame, ThreadStack
 
 _TRACEBACK = re.compile(r'^\s*(?:\((?P<kind>Python|C)\)\s*)?File:? "(?P<file>.*?)", line (?P<line>\d+|\.\.\.|\?),'
                         r" in (?P<name>\S+)")
@@ -52,7 +52,6 @@ _HEADERISH = re.compile(r"Traceback|[Tt]hread|Process|[Ss]tack|Current|^#|^-- |^
 _EXCEPTION = re.compile(r"^[\w.]+(?:Error|Exception)\b")
 _OWN_RANK = re.compile(r"\[Rank (\d+)\]|\bon rank (\d+)\b")
 _CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
-_THREADING = ("_bootstrap", "_bootstrap_inner", "Thread._bootstrap", "Thread._bootstrap_inner")
 
 
 def _match(line: str) -> re.Match | None:
@@ -92,7 +91,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
     the above exception"), at a header naming a second MainThread, and, outermost first, at a frame `<module>`
     starting a second thread that starts the program (two ranks' print_stack output, one after the other)."""
     threads: list[_Thread] = []
-    header, innermost_first, chained, rank = "", False, False, None
+    header, innermost_first, chained = "", False, False
     started = False  # this process already has a thread that starts the program
     soft_break = False  # a line that is no header came since the last frame
     for line in lines:
@@ -161,6 +160,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
     for threads_of in processes:  # no header named the main thread: the one that starts at <module>, else the
         if not any(t.name == "MainThread" for t in threads_of):  # first that `threading` did not start
             main = next((i for i, t in enumerate(threads_of) if t.frames[-1].name == "<module>"),
-                        next((i for i, t in enumerate(threads_of) if t.frames[-1].name not in _THREADING), 0))
+                        next((i for i, t in enumerate(threads_of)
+                              if t.frames[-1].name.rsplit(".", 1)[-1] not in THREAD_STARTS), 0))
             threads_of[main] = ThreadStack(threads_of[main].thread_id, "MainThread", threads_of[main].frames)
     return list(zip(processes, ranks))

@@ -5,16 +5,14 @@ checkpoints are written by torch's own `dcp.save` (one process, no process group
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from rich.console import Console
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
-from weightdiff.cli import main
+from tests.weightdiff.cli_run import run_cli
 
 
 class Opaque:
@@ -22,10 +20,8 @@ class Opaque:
 
 
 def _cli(argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main(argv, out=Console(file=out, width=200), err=Console(file=err, width=400))
-    assert "Traceback" not in err.getvalue() and "Traceback" not in out.getvalue()
-    return code, out.getvalue(), err.getvalue()
+    code, out, err, _ = run_cli(argv)
+    return code, out, err
 
 
 def save(folder: Path, lr: float, extra: dict | None = None) -> Path:

@@ -4,25 +4,21 @@ makes of them; a model-states file alone, or a folder missing an optimizer parti
 
 from __future__ import annotations
 
-import io
 import shutil
 import sys
 
 import pytest
 import torch
-from rich.console import Console
 
 from tests.support import REPO, child_env, run_bounded
-from weightdiff.cli import main
+from tests.weightdiff.cli_run import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _cli(argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main(argv, out=Console(file=out, width=200), err=Console(file=err, width=400))
-    assert "Traceback" not in err.getvalue()
-    return code, out.getvalue(), [line for line in err.getvalue().splitlines() if line.startswith("Error: ")]
+    code, out, _, errors = run_cli(argv)
+    return code, out, errors
 
 
 @pytest.fixture(scope="module")
