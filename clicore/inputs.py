@@ -8,7 +8,9 @@
   are refused, as is nesting deeper than the parser's recursion can follow (a 40 kB file of `[[[[...`).
 
 Every refusal is an `InputRefused` (a ValueError) whose message is one line naming the file; each tool turns it
-into its own one-line error. Standard library only.
+into its own one-line error. Standard library only, but for orjson where it is installed (a dependency of the
+package, absent where a tool's file is copied alone): it parses the large documents (131,072 ranks' node files:
+190 MB) 2.6x faster, and whatever it refuses is parsed again by json, so results and messages are json's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ import os
 import stat
 from pathlib import Path
 from typing import Any
+
+try:
+    import orjson
+except ImportError:  # the collector copied to a node, or an install without it
+    orjson = None
 
 
 class InputRefused(ValueError):
@@ -107,6 +114,11 @@ def _no_constant(name: str):
 
 def parse_json(text: str | bytes, *, where: str) -> Any:
     """Strict JSON: InputRefused for invalid JSON, non-finite numbers and too deep nesting, named by `where`."""
+    if orjson is not None:
+        try:
+            return orjson.loads(text)  # stricter than json (no NaN, 64-bit integers, no lone surrogates)
+        except (orjson.JSONDecodeError, RecursionError):
+            pass  # json says why, or reads what orjson cannot (an integer of 100 digits)
     try:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError:
