@@ -10,7 +10,9 @@
 Every refusal is an `InputRefused` (a ValueError) whose message is one line naming the file; each tool turns it
 into its own one-line error. Standard library only, but for orjson where it is installed (a dependency of the
 package, absent where a tool's file is copied alone): it parses the large documents (131,072 ranks' node files:
-190 MB) 2.6x faster, and whatever it refuses is parsed again by json, so results and messages are json's.
+190 MB) 2.6x faster, and whatever it refuses is parsed again by json, so results and messages are json's, but
+for an integer beyond 64 bits, which orjson reads as a float (whole-number fields are checked for type and
+range where they are read, so such a value is refused either way).
 """
 
 from __future__ import annotations
@@ -116,9 +118,9 @@ def parse_json(text: str | bytes, *, where: str) -> Any:
     """Strict JSON: InputRefused for invalid JSON, non-finite numbers and too deep nesting, named by `where`."""
     if orjson is not None:
         try:
-            return orjson.loads(text)  # stricter than json (no NaN, 64-bit integers, no lone surrogates)
+            return orjson.loads(text)  # stricter than json: no NaN, no lone surrogates
         except (orjson.JSONDecodeError, RecursionError):
-            pass  # json says why, or reads what orjson cannot (an integer of 100 digits)
+            pass  # json says why, or reads what orjson cannot
     try:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError:
