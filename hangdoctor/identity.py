@@ -164,5 +164,5 @@ def build_records(found: list[Found], dims: ParallelDims | None) -> tuple[list[R
             warnings.append(f"rank {f.rank} (pid {f.pid} on {f.host}) is outside the topology {dims.describe()}")
         identity = RankIdentity(rank=f.rank, host=f.host, pid=f.pid, local_rank=f.local_rank, world_size=f.world_size,
                                 coords=coords, rank_source=f.rank_source, cmdline=f.cmdline, ppid=f.ppid, gpu=f.gpu)
-        records[f.rank] = RankRecord(identity, f.samples)
+        records[f.rank] = RankRecord(identity, f.samples, f.profile)
     return list(records.values()), warnings

@@ -127,9 +127,32 @@ class RankIdentity:
 
 
 @dataclass(slots=True)
+class ProfiledStack:
+    """One distinct stack of one thread in a rank's time profile, and how many samples found it there."""
+
+    thread_id: int
+    thread_name: str
+    frames: Stack  # innermost first
+    count: int
+
+
+@dataclass(slots=True)
+class RankProfile:
+    """A rank sampled for some seconds without pausing it (`attach --profile`: py-spy record --nonblocking)."""
+
+    status: str  # OK, or why there is no profile (TIMEOUT, PTRACE_DENIED, ERROR, ...)
+    error: str = ""
+    rate: int = 0  # samples a second asked of py-spy
+    seconds: float = 0.0
+    samples: int = 0  # samples taken (each counts every thread once)
+    stacks: tuple[ProfiledStack, ...] = ()
+
+
+@dataclass(slots=True)
 class RankRecord:
     identity: RankIdentity
     samples: list[Sample] = field(default_factory=list)
+    profile: RankProfile | None = None
 
     @property
     def rank(self) -> int:

@@ -31,6 +31,7 @@ class NodeDocument:
     fatal: str | None = None  # PYSPY_MISSING: nothing could be sampled on this node
     source_lines: dict | None = None  # the source line of each Python frame, innermost ones first (source.py)
     source_blocks: dict | None = None  # the loops and conditions around each frame's line (source.py)
+    profile_frames: list[str] | None = None  # with --profile: each distinct frame of the ranks' profiles, once
     hostname: str = field(default_factory=lambda: os.uname().nodename)
     collector_pid: int = field(default_factory=os.getpid)
     python: str = sys.version.split()[0]

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict
 
 from clicore import children
-from hangdoctor.collector import compact, dump, flight, fr_summary, procs, source
+from hangdoctor.collector import compact, dump, flight, fr_summary, procs, profile, source
 from hangdoctor.collector.document import DEADLINE, NodeDocument
 from hangdoctor.collector.options import CollectOptions, Selection
 
@@ -139,6 +139,8 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
             ticks[info["pid"]] = current
         tick_time = now
     doc.pyspy["version"] = _finish_version(version)
+    if options.profile > 0:
+        _profile(doc, infos, options, deadline)
     if options.flight_recorder:  # torch's debug worker servers, where the ranks run them
         _stacks_from_servers(infos, deadline)
         for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
@@ -150,6 +152,20 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
     doc.finished = time.time()
     wire = doc.to_wire()
     return compact.merge(compact.factor(compact.drop_addresses(wire) if options.locals else wire))
+
+
+def _profile(doc: NodeDocument, infos: list, options: CollectOptions, deadline: float | None) -> None:
+    """Every rank's time profile, recorded at once; frames stored once for the node (formats/profile.py)."""
+    stop_by = None if deadline is None else time.monotonic() + deadline - time.time() - 0.5
+    recorded = profile.record_all(options.pyspy, [info["pid"] for info in infos], seconds=options.profile,
+                                  rate=options.profile_rate, deadline=stop_by)
+    index: dict[str, int] = {}
+    for info in infos:
+        found = recorded[info["pid"]]
+        for stack in found["stacks"]:
+            stack[2] = [index.setdefault(frame, len(index)) for frame in stack[2]]
+        info["profile"] = found
+    doc.profile_frames = list(index)
 
 
 UNREAD = (dump.PTRACE_DENIED, dump.ERROR, dump.TIMEOUT)  # py-spy could not read it; its own server thread may

@@ -5,6 +5,7 @@
     hangdoctor attach --pid 4242 4243                   # given processes
     hangdoctor attach --hostfile hostfile --match MASTER_PORT=29500   # pdsh, without SLURM
     hangdoctor attach --local --samples 3 --interval 2  # unchanged stacks = stuck, changing = progressing
+    hangdoctor attach --jobid 1234 --profile 20         # slow, not hung: which rank the others wait for
 
 The job's ranks are found through their environment (/proc/PID/environ), never by `grep python`, and are
 never sent a signal. Everything is bounded by --timeout: a dead node, a stopped rank or a hanging py-spy
@@ -31,6 +32,7 @@ from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_to
                                         topology_flags, wait_table, write_text)
 from hangdoctor.collector.document import PYSPY_MISSING
 from hangdoctor.collector.options import parse_match as match_items
+from hangdoctor.collector.profile import GRACE as PROFILE_GRACE
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
 
@@ -80,6 +82,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                                "peer that never came")
     sampling.add_argument("--nonblocking", action="store_true",
                           help="read stacks without pausing the ranks (py-spy --nonblocking; may be inconsistent)")
+    sampling.add_argument("--profile", type=positive_float, metavar="SECONDS",
+                          help="slow, not hung: sample every rank for SECONDS without pausing it (py-spy record "
+                               "--nonblocking) and name the ranks the others wait for (stragglers), with where "
+                               "their time goes instead; writes profile.json and flame-*.folded to --out")
+    sampling.add_argument("--profile-rate", type=int, default=50, metavar="HZ",
+                          help="samples a second per rank with --profile (default 50; 1-1000)")
     sampling.add_argument("--timeout", type=positive_float, default=60.0,
                           help="bound on the whole collection, in seconds (default 60)")
     sampling.add_argument("--dump-timeout", type=positive_float, default=10.0,
@@ -117,6 +125,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} needs {needed:g}s, more than "
                            f"--timeout {args.timeout:g}", hint=f"raise --timeout above {needed + 10:g}",
                            exit_code=EXIT_USAGE)
+    if not 1 <= args.profile_rate <= 1000:
+        raise CommandError(f"--profile-rate {args.profile_rate}: expected 1 to 1000 samples a second",
+                           hint="e.g. --profile 20 --profile-rate 50", exit_code=EXIT_USAGE)
     if args.jobid and not re.match(r"^\d+(_\d+)?$", args.jobid):
         raise CommandError(f"{args.jobid!r} is not a SLURM job id", hint="a job id is a number such as 2180718 (see "
                            "squeue -u $USER)", exit_code=EXIT_USAGE)
@@ -224,7 +235,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                              native=args.native, nonblocking=args.nonblocking, locals=args.locals,
                              flight_recorder=args.flight_recorder,
                              fr_dir=str(args.fr_dir.absolute()) if args.fr_dir else None,
-                             dump_timeout=min(args.dump_timeout, args.timeout), timeout=args.timeout)
+                             dump_timeout=min(args.dump_timeout, args.timeout),
+                             profile=args.profile or 0.0, profile_rate=args.profile_rate,
+                             timeout=args.timeout + (args.profile + PROFILE_GRACE if args.profile else 0.0))
     folder = args.out or default_out(args)
     created = make_out(folder)
     try:
@@ -261,9 +274,34 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if denied and len(denied) == len(verdict.views):
         raise CommandError(f"ptrace denied for all {len(denied)} ranks: py-spy may not read them",
                            hint=ptrace_hint(len(denied)), exit_code=EXIT_ENVIRONMENT)
+    if args.profile:
+        return show_profile(collection, table, args, folder, out, err)
     code = show(verdict, args, out, err, inputs=[folder], report=report)
     from hangdoctor.render.html import render_html  # the picture comes after the verdict is on screen
 
     write_text(folder / "report.html", render_html(verdict))
     err.print(f"Raw outputs and reports: {folder}/", markup=False, highlight=False)
     return code
+
+
+def show_profile(collection, table, args: argparse.Namespace, folder: Path, out: Console, err: Console) -> int:
+    """`--profile`: the slow-rank report instead of the hang verdict (report.json keeps the verdict)."""
+    from hangdoctor.analysis.stragglers import find_stragglers
+    from hangdoctor.render.profile import finding_to_dict, render_text, write_flame_files
+
+    finding = find_stragglers(collection, table)
+    report = finding_to_dict(finding)
+    write_text(folder / "profile.json", json.dumps(report, indent=1) + "\n")
+    written = write_flame_files(collection, finding, folder)
+    if args.json:
+        out.file.write(json.dumps(report, indent=1) + "\n")
+    else:
+        out.file.write(render_text(report))
+    out.file.flush()
+    if written:
+        err.print(f"Flame graphs (collapsed stacks, for speedscope or flamegraph.pl): "
+                  f"{', '.join(str(p) for p in written)}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"Raw outputs and reports: {folder}/", markup=False, highlight=False)
+    if not finding.ranks:
+        return EXIT_ENVIRONMENT
+    return EXIT_PARTIAL if finding.unprofiled else EXIT_OK

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from clicore.argtypes import MAX_RANKS
 from hangdoctor.collector.document import FORMAT
 from hangdoctor.formats import frames as interned
+from hangdoctor.formats.profile import frames_of_profiles, read_profile
 from hangdoctor.formats.pyspy_json import frame_from_json, locals_of, parse_threads
 from hangdoctor.formats.pyspy_text import parse_text
-from hangdoctor.model import ERROR, Frame, NodeReport, Sample, ThreadStack
+from hangdoctor.model import ERROR, Frame, NodeReport, RankProfile, Sample, ThreadStack
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Found:
     ppid: int | None = None
     gpu: bool | None = None  # a GPU runtime loaded (the collector read /proc/PID/maps); None: unknown
     flight_recorder: object = None  # its Flight Recorder trace, fetched live (FrDump), or the error text
+    profile: RankProfile | None = None  # `attach --profile`: its time profile
 
 
 READABLE = ("hangdoctor-node/1", "hangdoctor-node/2")
@@ -181,6 +183,7 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
         raise ValueError(f"bad frame or thread table: {exc!r}") from None
     found, stacks, cmdlines = [], {}, {}
+    profile_frames = frames_of_profiles(doc.get("profile_frames")) if "profile_frames" in doc else []
     for proc in doc.get("processes", []):
         cmdline = tuple(proc.get("cmdline") or ())
         if cmdline not in cmdlines:  # checked once, and one tuple for the node's ranks that share it
@@ -196,6 +199,7 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
                                       for s in proc.get("samples", [])],
             ppid=proc.get("ppid"), gpu=proc.get("gpu"),
             flight_recorder=_fetched_trace(proc, name) if "flight_recorder" in proc else None,
+            profile=read_profile(proc["profile"], profile_frames, pid) if "profile" in proc else None,
         ))
     errors = list(doc.get("errors") or [])
     report = NodeReport(

@@ -255,3 +255,43 @@ class GlooJob:
                 pass
         if run_id:
             kill_torchrun_workers(run_id)
+
+
+class SlowJob(GlooJob):
+    """fixtures/slow_job.py under torchrun: a running (not hung) gloo job whose slow rank, factor and kind of work
+    are set through its control file (`slow`). `start` returns once every rank wrote its ready marker."""
+
+    def __init__(self, tmp: Path, *, nproc: int = 4, how: str = "sleep", work: float = 0.05, lifetime: float = 300):
+        super().__init__(tmp, nproc=nproc, extra=[])
+        self.control, self.times = tmp / "control.json", tmp / "times.txt"
+        self.control.write_text(json.dumps({"rank": -1, "factor": 1.0, "how": how}))
+        self.how = how
+        self.command = [PYTHON, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                        str(FIXTURES / "slow_job.py"), "--how", how, "--work", str(work), "--control",
+                        str(self.control), "--times", str(self.times), "--ready-dir", str(self.ready_dir),
+                        "--lifetime", str(lifetime)]
+
+    def start(self, timeout: float = 180) -> "SlowJob":
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
+                                         cwd=REPO, start_new_session=True)
+        try:
+            wait_until(lambda: self.proc.poll() is not None or len(list(self.ready_dir.glob("rank*"))) == self.nproc,
+                       timeout=timeout, what=f"every one of the {self.nproc} ranks' ready markers")
+            assert self.proc.poll() is None, "torchrun ended before every rank was ready"
+        except AssertionError as exc:
+            self.stop()
+            raise AssertionError(f"slow job not in place: {exc}\n{self.log.read_text()[-4000:]}") from None
+        return self
+
+    def slow(self, rank: int, factor: float, how: str | None = None) -> None:
+        """Make `rank` `factor` times slower (-1 or 1.0: none), from its next iteration on."""
+        self.control.write_text(json.dumps({"rank": rank, "factor": factor, "how": how or self.how}))
+        before = self.iterations()
+        wait_until(lambda: self.iterations() >= before + 3, timeout=30, what="three iterations on the new setting")
+
+    def iterations(self) -> int:
+        try:
+            return self.times.read_text().count("\n")
+        except OSError:
+            return 0

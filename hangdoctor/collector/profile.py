@@ -1,0 +1,117 @@
+"""A time profile of every rank of a node at once, without pausing them: `py-spy record --nonblocking`.
+
+For `attach --profile SECONDS` (a slow job, not a hung one): one `py-spy record` per rank, all started together,
+each sampling its rank `rate` times a second for `seconds`, idle threads included (a rank waiting in a
+collective sleeps in the kernel: without --idle its waits would not be counted), each thread's stacks told apart
+(--threads), in py-spy's raw format ("collapsed" stacks: `thread (TID): NAME;outer;...;inner COUNT`).
+--nonblocking reads the rank's memory while it runs: the rank is never stopped, and what it costs the job is the
+CPU py-spy itself takes on the node (bench/stragglers.py measures it).
+
+Every wait is bounded: py-spy ends by itself after `seconds`; one that has not ended `GRACE` seconds later (or by
+the collection's deadline) is killed with its process group, and that rank's profile says so. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+
+from clicore import children
+from hangdoctor.collector import dump
+
+GRACE = 10.0  # seconds after `seconds` for py-spy to start, write its file and exit
+MAX_RAW = 64 << 20  # bytes of one rank's raw profile read back: distinct stacks, not samples, make it grow
+
+
+def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadline: float | None = None) -> dict:
+    """{pid: profile}: every pid recorded at once. A profile is {"status", "error", "rate", "seconds", "samples",
+    "stacks": [[thread_id, thread_name, [frame, ... outermost first], count], ...]} with frames as py-spy prints
+    them ("name (file:line)"). `deadline` is time.monotonic()'s."""
+    end_by = time.monotonic() + seconds + GRACE
+    if deadline is not None:
+        end_by = min(end_by, deadline)
+    results: dict[int, dict] = {}
+    running = []
+    with tempfile.TemporaryDirectory(prefix="hangdoctor-profile-") as folder:
+        for pid in pids:
+            out, err = os.path.join(folder, f"{pid}.txt"), os.path.join(folder, f"{pid}.err")
+            argv = [pyspy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
+                    "--rate", str(rate), "--nonblocking", "--idle", "--threads", "--format", "raw", "--output", out]
+            results[pid] = {"status": dump.ERROR, "error": "", "rate": rate, "seconds": 0.0, "samples": 0,
+                            "stacks": []}
+            try:
+                with open(err, "wb") as err_file:
+                    proc = children.spawn(argv, stdout=subprocess.DEVNULL, stderr=err_file,
+                                          stdin=subprocess.DEVNULL, env=dump.pyspy_env())
+            except OSError as exc:
+                results[pid]["error"] = f"cannot run {pyspy}: {exc.strerror or exc}"
+                continue
+            running.append((pid, proc, time.monotonic(), out, err))
+        while any(proc.poll() is None for _, proc, *_ in running) and time.monotonic() < end_by:
+            time.sleep(0.1)
+        for pid, proc, started, out, err in running:
+            timed_out = proc.poll() is None
+            returncode = children.end(proc)
+            result = results[pid]
+            result["seconds"] = round(min(time.monotonic() - started, seconds), 3)
+            stacks, samples = read_raw(out)
+            if stacks:
+                result.update(status=dump.OK, stacks=stacks, samples=samples)
+                if timed_out:  # what it wrote before it was ended is still a profile, of less time
+                    result["error"] = f"py-spy had not ended {GRACE:g}s after its time: ended"
+            elif timed_out:
+                result.update(status=dump.TIMEOUT, error=f"py-spy record did not end within {seconds + GRACE:g}s")
+            else:
+                said = _last_line(err)
+                result.update(status=dump.outcome(pid, returncode or 1, b"", said.encode(), json_out=False)["status"]
+                              if said else dump.ERROR,
+                              error=said or f"py-spy record exited with {returncode} and wrote no profile")
+    return results
+
+
+def read_raw(path: str) -> tuple[list, int]:
+    """py-spy's raw profile file -> (stacks, samples); ([], 0) when there is none."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_RAW)
+    except OSError:
+        return [], 0
+    stacks, total = [], 0
+    for line in data.decode("utf-8", "replace").splitlines():
+        parsed = parse_raw_line(line)
+        if parsed is not None:
+            stacks.append(parsed)
+            total += parsed[3]
+    return stacks, total
+
+
+def parse_raw_line(line: str) -> list | None:
+    """`thread (TID): NAME;outer (f.py:1);inner (g.py:2) COUNT` -> [tid, name, [frames outermost first], count]."""
+    body, _, count = line.rstrip().rpartition(" ")
+    if not body or not count.isdigit():
+        return None
+    tid = 0
+    if body.startswith("thread ("):
+        head, sep, rest = body.partition("): ")
+        if not sep:
+            return None
+        number = head[len("thread ("):]
+        try:
+            tid = int(number, 16) if number.startswith("0x") else int(number)
+        except ValueError:
+            return None
+        body = rest
+    name, _, frames = body.partition(";")
+    return [tid, name, [f for f in frames.split(";") if f], int(count)]
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as file:
+            text = file.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("py-spy> ")]
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,106 @@
+"""`hangdoctor attach --profile`: a running gloo job (4 ranks under torchrun) with one rank made slower through
+the job's control file; the profile must name that rank, and no rank when none is slower. Also the raw
+profile format, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hangdoctor.collector.profile import parse_raw_line
+from hangdoctor.formats.load import collection_from_docs
+from hangdoctor.identity import TopologyFlags
+from tests.hangdoctor.livejobs import SlowJob
+from tests.support import PYTHON, child_env, run_bounded
+
+ATTACH = [PYTHON, "-m", "hangdoctor", "attach"]
+
+
+@pytest.fixture(scope="module")
+def slow_job(tmp_path_factory):
+    job = SlowJob(tmp_path_factory.mktemp("slow")).start()
+    yield job
+    job.stop()
+
+
+def profile(job: SlowJob, out, *extra):
+    return run_bounded([*ATTACH, "--local", "--run-id", job.run_id, "--profile", "4", "--out", str(out), *extra],
+                       timeout=120, env=child_env(COLUMNS="120"))
+
+
+def test_the_slow_rank_is_named_with_where_its_time_goes(slow_job, tmp_path):
+    slow_job.slow(2, 1.6)
+    result = profile(slow_job, tmp_path / "o", "--json")
+    assert result.returncode == 0, result.output[-3000:]
+    report = json.loads(result.stdout)
+    assert report["format"] == "hangdoctor-profile/1"
+    assert [s["ranks"] for s in report["stragglers"]] == [[2]], report["headline"]
+    first = report["stragglers"][0]
+    assert first["waited_for"] > first["threshold"] and first["peers_wait"] > first["own_wait"]
+    assert any(e["what"] == "work" for e in first["instead"])  # it sleeps in its step where the others all_reduce
+    assert any(e["what"].startswith("work in main (tests/hangdoctor/fixtures/slow_job.py:") for e in first["instead"])
+    shares = {r["rank"]: r for r in report["ranks"]}
+    assert sorted(shares) == [0, 1, 2, 3] and all(r["samples"] >= 100 for r in shares.values())
+    assert all(shares[r]["shares"].get("collective", 0) > shares[2]["shares"].get("collective", 0) for r in (0, 1, 3))
+    out = tmp_path / "o"
+    assert json.loads((out / "profile.json").read_text()) == report
+    folded = (out / "flame-stragglers.folded").read_text().splitlines()
+    assert folded and all(line.rsplit(" ", 1)[1].isdigit() for line in folded)
+    assert any(line.startswith("MainThread;") and "train_step" not in line for line in folded)
+    assert (out / "flame-others.folded").exists() and (out / "report.json").exists()
+
+
+def test_no_rank_is_named_when_none_is_slower_and_the_text_says_so(slow_job, tmp_path):
+    slow_job.slow(-1, 1.0)
+    result = profile(slow_job, tmp_path / "o")
+    assert result.returncode == 0, result.output[-3000:]
+    assert result.stdout.startswith("NO STRAGGLER: every rank waits on its peers about the same"), result.stdout
+    assert "straggler:" not in result.stdout
+    report = json.loads((tmp_path / "o" / "profile.json").read_text())
+    assert report["stragglers"] == [] and report["headline"] == result.stdout.splitlines()[0]
+
+
+def test_the_profile_is_read_again_from_the_node_files(slow_job, tmp_path):
+    """The node file carries the profile: the same finding from the saved files as from the live run."""
+    from hangdoctor.analysis.stragglers import find_stragglers
+
+    slow_job.slow(1, 1.6)
+    result = profile(slow_job, tmp_path / "o", "--json")
+    assert result.returncode == 0, result.output[-3000:]
+    docs = [json.loads(p.read_text()) for p in (tmp_path / "o" / "nodes").glob("*.json")]
+    again = find_stragglers(collection_from_docs(docs, TopologyFlags(), source="test", samples=2, interval=1.0))
+    assert [s.ranks for s in again.stragglers] == [s["ranks"] for s in json.loads(result.stdout)["stragglers"]]
+
+
+@pytest.mark.parametrize("line, parsed", [
+    ("thread (4242): MainThread;<module> (t.py:9);step (t.py:3) 17", [4242, "MainThread", ["<module> (t.py:9)",
+                                                                                         "step (t.py:3)"], 17]),
+    ("thread (0x7f00): pool;run (p.py:1) 2", [0x7F00, "pool", ["run (p.py:1)"], 2]),
+    ("MainThread;f (a.py:1) 5", [0, "MainThread", ["f (a.py:1)"], 5]),
+    ("thread (12): MainThread;f (a.py:1) many", None),
+    ("", None),
+])
+def test_raw_lines(line, parsed):
+    assert parse_raw_line(line) == parsed
+
+
+def test_bad_profile_rate_is_one_line(tmp_path):
+    result = run_bounded([*ATTACH, "--pid", "1", "--profile", "2", "--profile-rate", "0", "--out", str(tmp_path / "o")],
+                         timeout=30, env=child_env())
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[0] == "Error: --profile-rate 0: expected 1 to 1000 samples a second"
+    assert not (tmp_path / "o").exists()
+
+
+def test_damaged_profile_in_a_node_file_is_refused_with_the_reason(tmp_path):
+    node = {"format": "hangdoctor-node/2", "node": "n1", "frame_table": [], "thread_table": [],
+            "profile_frames": ["f (a.py:1)"],
+            "processes": [{"pid": 10, "rank": 0, "world_size": 1, "cmdline": ["python"], "samples": [],
+                           "profile": {"status": "ok", "rate": 50, "seconds": 2, "samples": 3,
+                                       "stacks": [[10, "MainThread", [5], 3]]}}]}
+    path = tmp_path / "n1.json"
+    path.write_text(json.dumps(node))
+    result = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(path)], timeout=30, env=child_env())
+    assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr  # analyze: an unreadable input
+    assert "damaged hangdoctor node file" in result.stderr and "outside profile_frames" in result.stderr
