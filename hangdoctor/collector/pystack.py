@@ -21,6 +21,7 @@ names the OS thread, not Python's). A sample read this way carries `reader: "pys
 
 from __future__ import annotations
 
+import os
 import re
 
 from hangdoctor.collector import dump
@@ -30,8 +31,7 @@ _HEAD = re.compile(r"^Traceback for thread (\d+) \((.*?)\) \[(.*?)\] \(most rece
 _FRAME = re.compile(r'^\s+\((Python|C)\) File "(.*)", line (-?\d+), in (\S+)(?: \(inlined\))?(?: \((.*)\))?\s*$')
 _SECTION = re.compile(r"^\s+(Arguments|Locals):\s*$")
 _LOCAL = re.compile(r"^\s+([A-Za-z_]\w*): (.*)$")
-_SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
-_STDLIB = re.compile(r"^.*?/lib/python3\.\d+t?/")  # py-spy writes a standard library file relative to its folder
+_short_names: dict[str, str] = {}
 
 
 def command(pystack: str, pid: int, *, native: bool, nonblocking: bool, local_vars: bool) -> list:
@@ -45,10 +45,21 @@ def command(pystack: str, pid: int, *, native: bool, nonblocking: bool, local_va
     return cmd
 
 
-def short_name(path: str) -> str:
-    """The file as py-spy's short_filename gives it: relative to site-packages or the standard library."""
-    shorter = _SITE.sub("", path)
-    return shorter if shorter != path else _STDLIB.sub("", path)
+def short_name(path: str, pid: int) -> str:
+    """The file as py-spy's short_filename names it: from the outermost folder of its package on (the folders
+    above the file that hold an __init__.py), so torch/distributed/distributed_c10d.py, threading.py. The file
+    is looked at through /proc/PID/root: the process may run in a container."""
+    known = _short_names.get(path)
+    if known is None:
+        if not path.startswith("/"):
+            known = path  # "<frozen ...>", a native frame's "???" or relative source path
+        else:
+            root, top = f"/proc/{pid}/root", os.path.dirname(path)
+            while top not in ("", "/") and os.path.exists(f"{root}{top}/__init__.py"):
+                top = os.path.dirname(top)
+            known = path[len(top):].lstrip("/") if top not in ("", "/") else path
+        _short_names[path] = known
+    return known
 
 
 def parse_text(text: str, pid: int) -> list:
@@ -72,7 +83,7 @@ def parse_text(text: str, pid: int) -> list:
             kind, path, number, name, library = frame.groups()
             native = kind == "C"
             frames.append({"name": name, "filename": path, "module": library if native else None,
-                           "short_filename": short_name(path), "line": max(0, int(number)), "locals": None})
+                           "short_filename": short_name(path, pid), "line": max(0, int(number)), "locals": None})
             section = None
             continue
         marker = _SECTION.match(line)
