@@ -82,11 +82,14 @@ def test_without_py_spy_every_rank_is_read_by_pystack_and_without_either_the_nod
     with Procs() as procs:
         pid = procs.start("sleeper", RANK="0")
         code, doc = collect("--py-spy", str(tmp_path / "no-py-spy"), "--pystack", PYSTACK, "--pid", str(pid),
-                            "--locals")
+                            "--locals", "--native")
         sample = doc["processes"][0]["samples"][0]
         assert code == 0 and sample["status"] == "ok" and sample["reader"] == "pystack", sample
         assert sample["error"] == "py-spy not found on this node; stack read by pystack instead"
-        assert main_thread_names(doc)[-1] == "<module>"
+        names = main_thread_names(doc)
+        assert "wait_here" in names and "<module>" in names
+        native = [f for f in doc["frame_table"] if f["module"]]  # --native: C frames, with their library
+        assert native and all(f["module"].startswith("/") for f in native)
         code, doc = collect("--py-spy", str(tmp_path / "no-py-spy"), "--pid", str(pid))
         assert code == 4 and doc["fatal"] == "pyspy-missing" and not doc["processes"]
 
