@@ -40,8 +40,8 @@ EXIT_CODES = {
                   "denied for some), is missing (a silent node), or --timeout cut collection short",
     EXIT_USAGE: "bad command line, or --out cannot be written",
     EXIT_NOT_FOUND: "nothing to attach to: job not found or not running, no rank found, hostfile names no host",
-    EXIT_ENVIRONMENT: "cannot collect: py-spy missing, ptrace denied for every rank, srun/pdsh/scontrol failed or "
-                      "missing, not the job's owner",
+    EXIT_ENVIRONMENT: "cannot collect: py-spy (and pystack) missing, ptrace denied for every rank, srun/pdsh/"
+                      "scontrol failed or missing, not the job's owner",
     EXIT_INTERRUPTED: INTERRUPTED_TEXT,
 }
 
@@ -249,7 +249,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     flags = topology_flags(args)
     missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == PYSPY_MISSING]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):
-        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}",
+        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))} (and no pystack there)",
                            hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,
