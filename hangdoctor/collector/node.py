@@ -51,19 +51,19 @@ def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking
         sample.update(state=stat["state"], wchan=procs.read_text(f"/proc/{pid}/wchan"))
         # D: a blocking dump would wait for the kernel forever; T: a stopped process cannot be paused.
         requests.append((pid, nonblocking or stat["state"] in ("D", "T", "t")))
-    done_now = None if second else on_done  # with a second reader, a rank is done once both had their try
+    done_later = bool(second) or not pyspy  # with a second reader, a rank is done once both had their try
     if pyspy:
         results = dump.dump_many(pyspy, requests, timeout=timeout, json_out=json_out, native=native,
-                                 on_done=done_now, deadline=deadline, local_vars=local_vars)
+                                 on_done=None if done_later else on_done, deadline=deadline, local_vars=local_vars)
     else:
         results = {pid: {"status": dump.ERROR, "error": "py-spy not found on this node", "seconds": 0.0,
                          "nonblocking": blocked, "native": False} for pid, blocked in requests}
     if second:
         _second_reader(second, results, requests, timeout=timeout, native=native, deadline=deadline,
                        local_vars=local_vars)
+    if done_later and on_done is not None:
         for pid, _ in requests:
-            if on_done is not None:
-                on_done(pid)
+            on_done(pid)
     for pid, result in results.items():
         sample = samples[pid]
         sample.update(result)
