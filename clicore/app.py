@@ -6,7 +6,8 @@ chosen verb's module is imported: `hangdoctor attach` does not pay for `experime
 
 Every outcome maps to an exit code here: a verb's return value, a `CommandError` (one `Error:` line, a `Hint:`
 line, its code), argparse's own exits (a bad command line: one `Error:` line and code 2, never the usage
-block; `--help`, `--version`: 0), Ctrl-C (130) and a closed pipe (`tracing last DIR | head`: 0).
+block; `--help`, `--version`: 0), Ctrl-C (130), a closed pipe (`tracing last DIR | head`: 0), and a module that
+an extra installs missing from a light install (one `Error:` line naming the extra, 2: clicore/extras.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
-from clicore import __version__
+from clicore import __version__, extras
 from clicore.children import owned
 from clicore.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, exit_codes_help
 
@@ -31,6 +32,7 @@ class Tool:
     epilog: str = ""  # the top-level --help epilog, e.g. which exit codes every verb shares
     exit_codes: Mapping[int, str] | None = None  # the codes of a verb module that lists none itself
     default_verb: str | None = None  # `weightdiff A B` means `weightdiff diff A B`
+    needs: Mapping[str, tuple[str, ...]] | None = None  # verb -> modules an extra installs that it cannot run without
 
 
 class Parser(argparse.ArgumentParser):
@@ -93,8 +95,12 @@ def main(tool: Tool, argv: list[str], *, call: Callable[[ModuleType, argparse.Na
     and return the exit code. `report` prints one stderr line (the tool's console, or plain stderr)."""
     ensure_streams()
     argv = with_default_verb(tool, list(argv))
-    parser = build_parser(tool, chosen_verb(tool, argv))
+    verb = chosen_verb(tool, argv)
+    who = f"{tool.name} {verb}" if verb else tool.name
     try:
+        if verb is not None:  # before its module is imported: the light install says what is missing, all of it
+            extras.check(who, (tool.needs or {}).get(verb, ()))
+        parser = build_parser(tool, verb)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse printed its help or the version
@@ -111,6 +117,12 @@ def main(tool: Tool, argv: list[str], *, call: Callable[[ModuleType, argparse.Na
         if exc.hint:
             report(f"Hint: {exc.hint}")
         return exc.exit_code
+    except ModuleNotFoundError as exc:
+        missing = extras.from_import_error(who, exc)
+        if missing is None:
+            raise
+        report(f"Error: {missing.message}")
+        return missing.exit_code
     except KeyboardInterrupt:
         report("Error: interrupted")
         return EXIT_INTERRUPTED

@@ -85,6 +85,7 @@ class Sample:
     seconds: float = 0.0  # how long the dump took
     nonblocking: bool = False  # read without pausing the process
     source: str = ""  # where this sample was read from (a file), when not from a live collector
+    reader: str = ""  # the tool that read its stack live: "py-spy", "pystack", "torch debug server"; "" for a file
 
     @property
     def responded(self) -> bool:

@@ -21,11 +21,13 @@ EXIT_CODES = {
     0: "compared everything asked for; no differences (check: no findings)",
     1: "differences found (check: findings)",
     2: "bad usage or bad input (a missing folder, an unreadable or foreign file, ranks on one side only, "
-       "mismatched shapes), and no differences among what could be compared",
+       "mismatched shapes), and no differences among what could be compared; or numpy (torch for .pt files) "
+       "missing: pip install 'hangdoctor[train]'",
     3: "both: differences found, and some input could not be compared",
 }
 TOOL = Tool(
     name="weightdiff", verbs=VERBS, exit_codes=EXIT_CODES, default_verb="diff",
+    needs={verb: ("numpy",) for verb in VERBS},  # torch too, for .pt files and DCP folders: said when one is read
     description="Find weights that changed across a save/load, desynchronised tied or replicated copies, and norms "
                 "or biases in the weight-decay group, from per-rank dumps, DeepSpeed checkpoints, torch.save "
                 "files, HF safetensors or torch.distributed.checkpoint folders.\n\n"

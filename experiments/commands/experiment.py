@@ -36,6 +36,7 @@ from rich.console import Console
 from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                             CommandError)
 from clicore.argtypes import positive_float, positive_int
+from clicore.extras import check as check_extras
 from experiments.hang import AttachOptions
 from experiments.launch import LaunchError
 from experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
@@ -48,7 +49,8 @@ EXIT_CODES = {
     EXIT_OK: "every run completed (with --logs: every log measured; with --dry-run: every script rendered)",
     EXIT_PARTIAL: "tables written, but some run hung, failed, timed out or never started (the table says which), "
                   "or with --logs some log had nothing to measure",
-    EXIT_USAGE: "bad command line or matrix, or --out cannot be written (or holds another experiment)",
+    EXIT_USAGE: "bad command line or matrix, or --out cannot be written (or holds another experiment), or the "
+                "trainer's torch and deepspeed are missing (the train extra)",
     EXIT_NOT_FOUND: "with --logs: no log has an iteration line to measure",
     EXIT_ENVIRONMENT: "cannot launch at all: sbatch not found, or --python cannot be started (the tables of the "
                       "runs before are written)",
@@ -318,6 +320,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(f"--- run {spec.index}/{len(runs)}: {spec.name} ---", markup=False, highlight=False)
             out.print(text, markup=False, highlight=False, soft_wrap=True)
         return EXIT_OK
+    if args.python == sys.executable:  # the trainer runs under this Python, here or on the nodes (the same path)
+        check_extras("hangdoctor experiment", ("torch", "deepspeed"),
+                     hint="or pass --python, a Python that has them, to run the trainer")
     if args.launcher == "sbatch" and shutil.which("sbatch") is None:
         raise CommandError("sbatch not found on PATH",
                            hint="run this on a SLURM login node, or use --launcher torchrun",

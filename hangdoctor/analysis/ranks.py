@@ -61,6 +61,7 @@ class RankView:
     # one: backward's autograd thread in a ZeRO/FSDP all-gather while the main thread sits in backward; a thread
     # in a collective while the main thread waits for it (a lock it holds, a future, a join)
     phase: str = ""  # the schedule's phase, where one function holds several (call_semantics.py): "fn:line"
+    reader: str = ""  # the tool that read its last answered stack ("py-spy", "pystack", ...); "" for a file
 
     @property
     def rank(self) -> int:
@@ -175,7 +176,7 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         error=last.error if last else "", answered=len(answered), samples=len(samples),
         active=_all([t.active for t in threads]), gil=_all([t.owns_gil for t in threads]),
         peer=peer_of(thread, wait) if thread is not None and wait is not None else None, gpu=gpu,
-        truncated=truncated,
+        truncated=truncated, reader=answered[-1].reader if answered else "",
     )
 
 

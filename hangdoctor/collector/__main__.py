@@ -1,8 +1,8 @@
 """`python -m hangdoctor.collector`: collect this node's ranks and print (or write) one JSON document.
 
 Runs inside a job's extra step (srun --overlap), over pdsh, or locally. Stdlib only. Exit status: 0 when a
-document was written (its "errors" say what went wrong on this node), 2 on bad arguments, 4 when py-spy
-cannot be run here (the document is still written, with the reason).
+document was written (its "errors" say what went wrong on this node), 2 on bad arguments, 4 when neither py-spy
+nor pystack (--pystack, the second reader) can be run here (the document is still written, with the reason).
 """
 
 from __future__ import annotations
@@ -97,9 +97,10 @@ def main(argv=None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     options.pyspy = shutil.which(options.pyspy) or options.pyspy
+    options.pystack = options.pystack and (shutil.which(options.pystack) or options.pystack)
     selection.node = selection.node or node.node_name()
     name = selection.node
-    if not (os.path.isfile(options.pyspy) and os.access(options.pyspy, os.X_OK)):
+    if not node.runnable(options.pyspy) and not node.runnable(options.pystack):
         emit(NodeDocument(node=name, finished=time.time(), fatal=PYSPY_MISSING,
                           errors=[f"py-spy not found or not executable at {args.pyspy!r} on {name}"]).to_wire(), args)
         return 4

@@ -111,10 +111,11 @@ def default_parallel() -> int:
 
 def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = True, native: bool = False,
               on_done=None, parallel: int | None = None, deadline: float | None = None,
-              local_vars: bool = False) -> dict:
+              local_vars: bool = False, command=None, outcome=None, name: str = "py-spy") -> dict:
     """requests: [(pid, nonblocking), ...]. Returns {pid: result}; every result has status, seconds, error,
     nonblocking, native. Each py-spy gets `timeout` seconds from its own start, and all end by `deadline`
-    (time.monotonic()); `on_done(pid)` is called as each finishes."""
+    (time.monotonic()); `on_done(pid)` is called as each finishes. Another reader (pystack.py) passes its own
+    `command(pid, nonblocking) -> argv`, `outcome(pid, returncode, out, err) -> result` and `name`."""
     results: dict = {}
     waiting = list(reversed(requests))
     running: list = []
@@ -130,10 +131,11 @@ def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = Tr
                 if on_done is not None:
                     on_done(pid)
                 continue
-            try:
-                proc = children.spawn(
+            argv = (command(pid, nonblocking) if command is not None else
                     pyspy_command(pyspy, pid, json_out=json_out, native=native, nonblocking=nonblocking,
-                                  local_vars=local_vars),
+                                  local_vars=local_vars))
+            try:
+                proc = children.spawn(argv,
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
             except OSError as exc:
                 results[pid].update(status=ERROR, error=f"cannot run {pyspy}: {exc.strerror or exc}")
@@ -162,29 +164,31 @@ def dump_many(pyspy: str, requests: list, *, timeout: float, json_out: bool = Tr
             job.deadline, job.too_much = now, True
         for job in [j for j in running if j.open == 0 or now >= j.deadline]:
             running.remove(job)
-            _finish(job, results[job.pid], selector, now, timeout, json_out)
+            _finish(job, results[job.pid], selector, now, timeout, json_out, outcome, name)
             if on_done is not None:
                 on_done(job.pid)
     selector.close()
     return results
 
 
-def _finish(job: _Running, result: dict, selector, now: float, timeout: float, json_out: bool) -> None:
+def _finish(job: _Running, result: dict, selector, now: float, timeout: float, json_out: bool, read=None,
+            name: str = "py-spy") -> None:
     if job.open:
         for stream in (job.proc.stdout, job.proc.stderr):
             if not stream.closed:
                 selector.unregister(stream)
                 stream.close()
         if job.too_much:
-            result.update(status=ERROR, error=f"py-spy printed more than {MAX_OUTPUT >> 20} MiB: not a dump")
+            result.update(status=ERROR, error=f"{name} printed more than {MAX_OUTPUT >> 20} MiB: not a dump")
         else:
-            result.update(status=TIMEOUT, error=f"py-spy did not answer within {timeout:g}s")
+            result.update(status=TIMEOUT, error=f"{name} did not answer within {timeout:g}s")
     # Our py-spy's process group, never the target: also a wrapper's py-spy child. None: stuck in the kernel,
     # abandoned rather than waited for.
     returncode = children.end(job.proc)
     if not job.open:
-        result.update(outcome(job.pid, -9 if returncode is None else returncode, b"".join(job.out),
-                              b"".join(job.err), json_out=json_out))
+        code, out, err = -9 if returncode is None else returncode, b"".join(job.out), b"".join(job.err)
+        result.update(read(job.pid, code, out, err) if read is not None else
+                      outcome(job.pid, code, out, err, json_out=json_out))
     result["seconds"] = round(now - job.started, 4)
 
 

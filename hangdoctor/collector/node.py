@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict
 
 from clicore import children
-from hangdoctor.collector import compact, dump, flight, fr_summary, procs, profile, source
+from hangdoctor.collector import compact, dump, flight, fr_summary, procs, profile, pystack, source
 from hangdoctor.collector.document import DEADLINE, NodeDocument
 from hangdoctor.collector.options import CollectOptions, Selection
 
@@ -33,8 +33,10 @@ def held_reason(state: str) -> str:
 
 
 def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking: bool, json_out: bool,
-                timeout: float, on_done=None, deadline: float | None = None, local_vars: bool = False) -> dict:
-    """One sample of every pid, all dumped at once: {pid: sample dict}."""
+                timeout: float, on_done=None, deadline: float | None = None, local_vars: bool = False,
+                second: str = "") -> dict:
+    """One sample of every pid, all dumped at once: {pid: sample dict}. `pyspy` "" means py-spy is missing here;
+    `second`, pystack's path (or ""), reads the ranks py-spy could not (pystack.py)."""
     samples, requests = {}, []
     for pid in pids:
         stat = procs.read_stat(pid)
@@ -49,8 +51,19 @@ def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking
         sample.update(state=stat["state"], wchan=procs.read_text(f"/proc/{pid}/wchan"))
         # D: a blocking dump would wait for the kernel forever; T: a stopped process cannot be paused.
         requests.append((pid, nonblocking or stat["state"] in ("D", "T", "t")))
-    results = dump.dump_many(pyspy, requests, timeout=timeout, json_out=json_out, native=native, on_done=on_done,
-                             deadline=deadline, local_vars=local_vars)
+    done_later = bool(second) or not pyspy  # with a second reader, a rank is done once both had their try
+    if pyspy:
+        results = dump.dump_many(pyspy, requests, timeout=timeout, json_out=json_out, native=native,
+                                 on_done=None if done_later else on_done, deadline=deadline, local_vars=local_vars)
+    else:
+        results = {pid: {"status": dump.ERROR, "error": "py-spy not found on this node", "seconds": 0.0,
+                         "nonblocking": blocked, "native": False} for pid, blocked in requests}
+    if second:
+        _second_reader(second, results, requests, timeout=timeout, native=native, deadline=deadline,
+                       local_vars=local_vars)
+    if done_later and on_done is not None:
+        for pid, _ in requests:
+            on_done(pid)
     for pid, result in results.items():
         sample = samples[pid]
         sample.update(result)
@@ -60,6 +73,29 @@ def take_sample(pyspy: str, pids: list, index: int, *, native: bool, nonblocking
             sample["status"] = D_STATE if sample["state"] == "D" else STOPPED
             sample["error"] = f"{held_reason(sample['state'])}; {read}"
     return samples
+
+
+RETRIED = (dump.PTRACE_DENIED, dump.ERROR, dump.TIMEOUT, dump.NOT_PYTHON)  # py-spy's failures pystack may not share
+
+
+def _second_reader(path: str, results: dict, requests: list, *, timeout: float, native: bool,
+                   deadline: float | None, local_vars: bool) -> None:
+    """pystack on every rank py-spy could not read (in place): its stack where pystack reads it, marked
+    `reader: "pystack"`, with py-spy's error kept; else py-spy's result with pystack's error added."""
+    again = [(pid, blocked) for pid, blocked in requests if results[pid]["status"] in RETRIED]
+    if not again or (deadline is not None and time.monotonic() >= deadline - 0.1):
+        return
+    read = pystack.read_many(path, again, timeout=timeout, native=native, local_vars=local_vars, deadline=deadline)
+    for pid, _ in again:
+        first, result = results[pid], read[pid]
+        if result["status"] == dump.OK:
+            said = first.get("error") or first["status"]
+            said = said if said.startswith("py-spy") else f"py-spy: {said}"
+            result["error"] = f"{said}; stack read by pystack instead"
+            result["seconds"] = round(first.get("seconds", 0.0) + result.get("seconds", 0.0), 4)
+            results[pid] = result
+        else:
+            first["error"] = f"{first.get('error') or first['status']}; {result.get('error') or 'pystack failed'}"
 
 
 def collect(options: CollectOptions, selection: Selection, *, deadline: float | None = None, progress=None,
@@ -96,7 +132,11 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
     pids = [info["pid"] for info in infos]
     ticks = {pid: _ticks(pid) for pid in pids}
     tick_time = first = time.monotonic()
-    version = options.pyspy_version or _start_version(options.pyspy)  # alongside the first dumps
+    pyspy = options.pyspy if runnable(options.pyspy) else ""
+    second = options.pystack if runnable(options.pystack) else ""
+    if options.pystack and not second:
+        doc.errors.append(f"pystack not found or not executable at {options.pystack!r}: no second stack reader")
+    version = options.pyspy_version or (_start_version(pyspy) if pyspy else "")  # alongside the first dumps
 
     def one_done(pid: int) -> None:
         nonlocal done
@@ -119,9 +159,9 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
         if remaining is not None:
             timeout = max(0.1, min(timeout, remaining - 0.2))
         stop_by = None if remaining is None else time.monotonic() + remaining - 0.2
-        taken = take_sample(options.pyspy, pids, index, native=options.native, nonblocking=options.nonblocking,
+        taken = take_sample(pyspy, pids, index, native=options.native, nonblocking=options.nonblocking,
                             json_out=not options.text, timeout=timeout, on_done=one_done, deadline=stop_by,
-                            local_vars=options.locals)
+                            local_vars=options.locals, second=second)
         for info in infos:
             info["samples"].append(taken[info["pid"]])
         # CPU use of each process since the previous reading, at least cpu_window seconds apart.
@@ -140,7 +180,7 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
         tick_time = now
     doc.pyspy["version"] = _finish_version(version)
     if options.profile > 0:
-        _profile(doc, infos, options, deadline)
+        _profile(doc, infos, options, deadline, pyspy)
     if options.flight_recorder:  # torch's debug worker servers, where the ranks run them
         _stacks_from_servers(infos, deadline)
         for pid, fetched in flight.fetch_all(infos, deadline=deadline).items():
@@ -154,11 +194,17 @@ def collect(options: CollectOptions, selection: Selection, *, deadline: float | 
     return compact.merge(compact.factor(compact.drop_addresses(wire) if options.locals else wire))
 
 
-def _profile(doc: NodeDocument, infos: list, options: CollectOptions, deadline: float | None) -> None:
-    """Every rank's time profile, recorded at once; frames stored once for the node (formats/profile.py)."""
+def _profile(doc: NodeDocument, infos: list, options: CollectOptions, deadline: float | None, pyspy: str) -> None:
+    """Every rank's time profile, recorded at once; frames stored once for the node (formats/profile.py).
+    Only py-spy records (pystack reads single stacks); without it every rank's profile says so."""
     stop_by = None if deadline is None else time.monotonic() + deadline - time.time() - 0.5
-    recorded = profile.record_all(options.pyspy, [info["pid"] for info in infos], seconds=options.profile,
-                                  rate=options.profile_rate, deadline=stop_by)
+    pids = [info["pid"] for info in infos]
+    if pyspy:
+        recorded = profile.record_all(pyspy, pids, seconds=options.profile, rate=options.profile_rate,
+                                      deadline=stop_by)
+    else:
+        recorded = {pid: {"status": dump.ERROR, "error": "py-spy not found on this node: no profile", "rate":
+                          options.profile_rate, "seconds": 0.0, "samples": 0, "stacks": []} for pid in pids}
     index: dict[str, int] = {}
     for info in infos:
         found = recorded[info["pid"]]
@@ -194,6 +240,10 @@ def _read_fr_dir(doc: NodeDocument, infos: list, folder: str, deadline: float | 
     for rank, read in found.items():
         if "summary" in read or "summary" not in (by_rank[rank].get("flight_recorder") or {}):
             by_rank[rank]["flight_recorder"] = read  # a file the rank wrote beats a failed live fetch
+
+
+def runnable(path: str) -> bool:
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _start_version(pyspy: str):

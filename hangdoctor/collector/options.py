@@ -18,6 +18,7 @@ class CollectOptions:
     """How to sample: the same for every front end and every node."""
 
     pyspy: str = "py-spy"  # the py-spy executable
+    pystack: str = ""  # the pystack executable: reads the ranks py-spy could not ("": no second reader)
     samples: int = 1
     interval: float = 1.0  # seconds between samples
     native: bool = False  # py-spy --native

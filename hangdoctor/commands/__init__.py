@@ -7,7 +7,8 @@ experiments/ (a tool of its own; docs/experiments.md)."""
 
 COMMANDS = {
     "attach": ("hangdoctor.commands.attach",
-               "Attach to a running job, dump every rank's stack with py-spy, and say who is stuck where."),
+               "Attach to a running job, dump every rank's stack (py-spy; pystack where it fails), and say who is "
+               "stuck where."),
     "watch": ("hangdoctor.commands.watch",
               "Watch a running job; when it stalls, take the verdict at once, keep it, and tell someone."),
     "analyze": ("hangdoctor.commands.analyze",

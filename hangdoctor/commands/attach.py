@@ -1,4 +1,4 @@
-"""Attach to a running job, dump every rank's stack with py-spy, and say who is stuck where.
+"""Attach to a running job, dump every rank's stack (py-spy; pystack where it fails), and say who is stuck where.
 
     hangdoctor attach --jobid 1234                      # SLURM: one extra `srun --overlap` step, one collector per node
     hangdoctor attach --local                           # the torchrun job on this machine (--run-id when several)
@@ -34,7 +34,7 @@ from hangdoctor.collector.document import PYSPY_MISSING
 from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.collector.profile import GRACE as PROFILE_GRACE
 from hangdoctor.sources import CollectOptions, Gathered
-from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy
+from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy, find_pystack
 
 EXIT_CODES = {
     EXIT_OK: "report complete: every expected rank answered",
@@ -42,8 +42,8 @@ EXIT_CODES = {
                   "denied for some), is missing (a silent node), or --timeout cut collection short",
     EXIT_USAGE: "bad command line, or --out cannot be written",
     EXIT_NOT_FOUND: "nothing to attach to: job not found or not running, no rank found, hostfile names no host",
-    EXIT_ENVIRONMENT: "cannot collect: py-spy missing, ptrace denied for every rank, srun/pdsh/scontrol failed or "
-                      "missing, not the job's owner",
+    EXIT_ENVIRONMENT: "cannot collect: py-spy (and pystack) missing, ptrace denied for every rank, srun/pdsh/"
+                      "scontrol failed or missing, not the job's owner",
     EXIT_INTERRUPTED: INTERRUPTED_TEXT,
 }
 
@@ -93,6 +93,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument("--dump-timeout", type=positive_float, default=10.0,
                           help="bound on each py-spy dump, in seconds (default 10)")
     sampling.add_argument("--py-spy", dest="py_spy", help="py-spy executable (default: on PATH or next to Python)")
+    sampling.add_argument("--pystack", help="pystack executable, the second reader: it reads the ranks py-spy is "
+                          "missing for, refused or fails on (default: on PATH or next to Python, when installed)")
+    sampling.add_argument("--no-pystack", dest="pystack", action="store_const", const="",
+                          help="no second reader: a rank py-spy cannot read did not respond")
     sampling.add_argument("--python", help="Python that runs the collector on the nodes (default: this one)")
     parser.add_argument("--out", type=Path, help="folder for raw outputs and reports (default ./hangdoctor-<job>-<time>)")
     parser.add_argument("--flight-recorder", action=argparse.BooleanOptionalAction, default=True,
@@ -231,7 +235,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     check_args(args)
     check_order(args)
     table = wait_table(args)  # a bad rules file is refused before anything is collected
-    options = CollectOptions(pyspy=find_pyspy(args.py_spy), samples=args.samples, interval=args.interval,
+    second = "" if args.pystack == "" else find_pystack(args.pystack)
+    options = CollectOptions(pyspy=find_pyspy(args.py_spy, required=not second), pystack=second,
+                             samples=args.samples, interval=args.interval,
                              native=args.native, nonblocking=args.nonblocking, locals=args.locals,
                              flight_recorder=args.flight_recorder,
                              fr_dir=str(args.fr_dir.absolute()) if args.fr_dir else None,
@@ -256,7 +262,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     flags = topology_flags(args)
     missing_pyspy = [d.get("node") for d in gathered.docs if d.get("fatal") == PYSPY_MISSING]
     if missing_pyspy and len(missing_pyspy) == len(gathered.docs):
-        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))}",
+        raise CommandError(f"py-spy is missing on {', '.join(map(str, missing_pyspy[:5]))} (and no pystack there)",
                            hint=MISSING_HINT, exit_code=EXIT_ENVIRONMENT)
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,

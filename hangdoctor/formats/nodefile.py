@@ -121,7 +121,16 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
         state=state or "", cpu_percent=None if cpu is None else float(cpu),
         wchan=wchan or "", error=problem or error or "", seconds=float(seconds or 0.0),
         nonblocking=bool(raw.get("nonblocking")), source=str(raw.get("source") or ""),
+        reader=_reader(raw) if threads else "",
     )
+
+
+def _reader(raw: dict) -> str:
+    """Which tool read a sample's stack: the collector's `reader` (pystack), the rank's debug server, or py-spy."""
+    if raw.get("faulthandler_text"):
+        return "torch debug server"
+    reader = raw.get("reader")
+    return reader if isinstance(reader, str) and reader else "py-spy"
 
 
 _TEXT, _NUMBER, _WHOLE = (str, type(None)), (int, float, type(None)), (int, type(None))

@@ -120,7 +120,8 @@ def verdict_to_dict(verdict: Verdict) -> dict:
              "peer": None if v.peer is None else {"name": v.peer.name, "rank": v.peer.value,
                                                   "frame": frame_dict(v.peer.frame)},
              "helper_wait": None if v.helper is None else {"thread": v.helper[0], **wait_dict(v.helper[1])},
-             "class": class_of.get(v.rank), "role": verdict.roles.get(v.rank), "error": v.error, "samples": v.samples, "answered": v.answered}
+             "class": class_of.get(v.rank), "role": verdict.roles.get(v.rank), "error": v.error, "samples": v.samples, "answered": v.answered,
+             "stack_by": v.reader or None}
             for v in sorted(verdict.views.values(), key=lambda v: v.rank)
         ],
         "wait_graph": graph_dict(verdict),

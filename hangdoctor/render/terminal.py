@@ -178,6 +178,12 @@ def class_table(cls: RankClass, verdict: Verdict, max_nodes: int) -> Group:
     else:
         first = views.get(cls.ranks[0])
         parts.append(Text(f"  no stack: {first.error if first else cls.status}", style="dim"))
+    by_reader: dict[str, list[int]] = defaultdict(list)  # ranks whose stack py-spy did not read (pystack, ...)
+    for rank in cls.ranks:
+        if rank in views and views[rank].reader not in ("", "py-spy"):
+            by_reader[views[rank].reader].append(rank)
+    for reader, ranks in sorted(by_reader.items()):
+        parts.append(Text(f"  stack by {reader}: {rank_word(ranks)} (py-spy could not)", style="dim"))
     return Group(*parts)
 
 

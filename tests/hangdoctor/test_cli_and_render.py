@@ -136,7 +136,7 @@ def help_exit_codes(capsys, *argv: str) -> dict[int, str]:
 def test_each_verb_documents_its_own_exit_codes(capsys):
     attach = help_exit_codes(capsys, "attach")
     assert sorted(attach) == [0, 1, 2, 3, 4, 130]
-    assert attach[4].startswith("cannot collect: py-spy missing") and "srun" in attach[4]
+    assert attach[4].startswith("cannot collect: py-spy (and pystack) missing") and "srun" in attach[4]
     analyze = help_exit_codes(capsys, "analyze")
     assert sorted(analyze) == [0, 1, 2, 3, 130] and "dumps" in analyze[1]
     plan = help_exit_codes(capsys, "plan")

@@ -4,7 +4,8 @@ own torch debug worker server for its Python threads (/handler/dump_traceback) a
 Real: two gloo ranks under torchrun that run torch.distributed.debug.start_debug_server (fixtures/
 debug_server_job.py: rank 0 in barrier, rank 1 sleeping in slow_step), the real collector and analysis. Stand-in:
 py-spy itself (fixtures/denied_pyspy.sh refuses every dump with py-spy's own permission error), since this test
-runs as root and ptrace would be allowed."""
+runs as root and ptrace would be allowed; pystack, which would then read them (test_pystack_reader.py), is turned
+off: where ptrace is denied it is denied to pystack too."""
 
 import json
 import socket
@@ -57,7 +58,8 @@ def served_job(tmp_path):
 def test_stacks_come_from_the_ranks_debug_servers_when_ptrace_is_denied(served_job, tmp_path):
     pids = [served_job[0], served_job[1]]
     done = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--pid", *map(str, pids), "--py-spy", str(DENIED),
-                        "--samples", "1", "--json", "--out", str(tmp_path / "out")], timeout=120, env=child_env())
+                        "--no-pystack", "--samples", "1", "--json", "--out", str(tmp_path / "out")], timeout=120,
+                       env=child_env())
     assert done.returncode in (0, 1), done.output[-3000:]
     data = json.loads(done.stdout)
     ranks = {r["rank"]: r for r in data["ranks"]}
@@ -72,6 +74,6 @@ def test_stacks_come_from_the_ranks_debug_servers_when_ptrace_is_denied(served_j
 def test_without_the_servers_the_same_denial_is_said(served_job, tmp_path):
     pids = [served_job[0], served_job[1]]
     done = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--pid", *map(str, pids), "--py-spy", str(DENIED),
-                        "--samples", "1", "--no-flight-recorder", "--out", str(tmp_path / "out")], timeout=120,
-                       env=child_env())
+                        "--no-pystack", "--samples", "1", "--no-flight-recorder", "--out", str(tmp_path / "out")],
+                       timeout=120, env=child_env())
     assert done.returncode == 4 and "ptrace denied for all 2 ranks" in done.stderr, done.output[-3000:]
