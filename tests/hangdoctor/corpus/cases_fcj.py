@@ -1,0 +1,11 @@
+"""First-contact batch J (sixth first-contact round, part J): live cases from public reports on a world-collective
+new_group() entered by only some ranks (llm-compressor), a torch.distributed.pipelining stage that skips a step, an
+accelerate evaluation loop over uneven per-rank eval shards, and a DataLoader worker forked while a thread held a
+lock; and a shape case from a public thread; see each case.json's source and thread."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# vllm-project/llm-compressor PR #2869 (review: new_group is collective over the world), 3 ranks: the extended-timeout
+# helper's new_group(backend="gloo") is entered by the module owners 0 and 1 only; they wait in the gloo group's
+# store rendezvous, rank 2 (owns no module) waits in the broadcast of the compressed weights.
+register(LiveCase("fcj_new_group_subset", torchrun(3, "fcj_new_group_subset.py"), ranks=3, settle=2.0))
