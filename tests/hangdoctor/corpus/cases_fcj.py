@@ -9,3 +9,8 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # helper's new_group(backend="gloo") is entered by the module owners 0 and 1 only; they wait in the gloo group's
 # store rendezvous, rank 2 (owns no module) waits in the broadcast of the compressed weights.
 register(LiveCase("fcj_new_group_subset", torchrun(3, "fcj_new_group_subset.py"), ranks=3, settle=2.0))
+
+# pytorch/tutorials pipelining tutorial (PipelineStage per rank) with Schedule1F1B, 3 stages, and allenai/OLMo-core
+# PR #657's all-ignore_index batch: the last stage (rank 2) skips that step locally, ends one step early and waits in
+# the final barrier; ranks 0-1 wait in their last schedule step's pipeline p2p (rank 1 on its send to 2).
+register(LiveCase("fcj_pipe_last_stage_skip", torchrun(3, "fcj_pipe_last_stage_skip.py"), ranks=3, settle=2.0))
