@@ -14,3 +14,8 @@ register(LiveCase("fcj_new_group_subset", torchrun(3, "fcj_new_group_subset.py")
 # PR #657's all-ignore_index batch: the last stage (rank 2) skips that step locally, ends one step early and waits in
 # the final barrier; ranks 0-1 wait in their last schedule step's pipeline p2p (rank 1 on its send to 2).
 register(LiveCase("fcj_pipe_last_stage_skip", torchrun(3, "fcj_pipe_last_stage_skip.py"), ranks=3, settle=2.0))
+
+# accelerate's no_trainer loop with DataLoaderConfiguration(even_batches=False) on the eval set (huggingface/accelerate
+# PR #776) and the freeze of Chris-hughes10/pytorch-accelerated PR #53, 3 ranks: rank 2 has one eval batch fewer and
+# waits in the epoch checkpoint's wait_for_everyone; ranks 0-1 wait in gather_for_metrics' all_gather.
+register(LiveCase("fcj_accel_uneven_eval_shards", torchrun(3, "fcj_accel_uneven_eval_shards.py"), ranks=3, settle=2.0))
