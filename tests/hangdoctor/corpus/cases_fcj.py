@@ -19,3 +19,9 @@ register(LiveCase("fcj_pipe_last_stage_skip", torchrun(3, "fcj_pipe_last_stage_s
 # PR #776) and the freeze of Chris-hughes10/pytorch-accelerated PR #53, 3 ranks: rank 2 has one eval batch fewer and
 # waits in the epoch checkpoint's wait_for_everyone; ranks 0-1 wait in gather_for_metrics' all_gather.
 register(LiveCase("fcj_accel_uneven_eval_shards", torchrun(3, "fcj_accel_uneven_eval_shards.py"), ranks=3, settle=2.0))
+
+# pytorch/pytorch#24927 and #130610 (a lock held by another thread when the DataLoader forks its workers), DDP with
+# num_workers=1, 3 ranks: rank 1's stats-uploader thread holds the stats lock when the worker is forked; the worker
+# waits on its copy for ever, rank 1 waits in the DataLoader, ranks 0 and 2 in DDP's gradient all_reduce.
+register(LiveCase("fcj_dataloader_fork_held_lock", torchrun(3, "fcj_dataloader_fork_held_lock.py"), ranks=3,
+                  settle=2.0))
