@@ -25,3 +25,28 @@ register(LiveCase("fcj_accel_uneven_eval_shards", torchrun(3, "fcj_accel_uneven_
 # waits on its copy for ever, rank 1 waits in the DataLoader, ranks 0 and 2 in DDP's gradient all_reduce.
 register(LiveCase("fcj_dataloader_fork_held_lock", torchrun(3, "fcj_dataloader_fork_held_lock.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcj_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import shape_env, tree  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# NVIDIA-NeMo/Speech PR #14380 (the race in NeMoModelCheckpoint.on_save_checkpoint's per-rank 'does the best .ckpt
+# exist' check) with the symptom of NVIDIA-NeMo/Speech#13739 (DDP ASR training hangs after saving a checkpoint whose
+# name holds val_loss; every GPU at 99%): NeMo's ASR CTC example on 4 GPUs, Lightning DDP (rank 0 starts ranks 1-3).
+# Rank 0 checked before it wrote the file, skipped the .nemo re-save and went on training (waits on the GPU in the
+# progress bar's .item()); ranks 1-3 saw the file and wait in _backup_existing_nemo_ckpt's file_exists broadcast.
+NEMO_ASR_ARGS = ("--config-path=../conf/fastconformer --config-name=fast-conformer_ctc_bpe "
+                 "model.train_ds.manifest_filepath=/data/train_manifest.json "
+                 "model.validation_ds.manifest_filepath=/data/dev_manifest.json "
+                 "model.tokenizer.dir=/data/tokenizer_spe_unigram_v1024 trainer.devices=4 trainer.strategy=ddp "
+                 "exp_manager.checkpoint_callback_params.always_save_nemo=True "
+                 "exp_manager.checkpoint_callback_params.filename='FastConformer-CTC-BPE-{val_loss:.3f}-{step}'")
+register(LiveCase(
+    "fcj_nemo_ckpt_exists_race",
+    ("sh", "-c", f"cd {shlex.quote(tree('fcj_nemo_ckpt_exists_race'))}/examples/asr/asr_ctc && "
+                 f"exec {shlex.quote(PYTHON)} speech_to_text_ctc_bpe.py {NEMO_ASR_ARGS}"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcj_nemo_ckpt_exists_race"),
+))
