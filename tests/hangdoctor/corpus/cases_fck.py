@@ -1,0 +1,26 @@
+"""First-contact batch K (sixth first-contact round, part K): live cases from public reports and programs on a
+pipeline whose last stage receives without a tag (tags honoured by gloo, ignored by NCCL), a feature cache built
+under a cross-process FileLock whose save helper ends in a barrier, composer-style checkpoint download on local rank
+zero while the other ranks busy-wait for its signal file, and an evaluation subgroup created with new_group on its
+members only; and a shape case from a public thread (see each case.json's source and thread)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# pytorch/pytorch#94819 (NCCL ignores send/recv tags, gloo matches on them), 3 ranks: stages tag their activations
+# with the micro-batch index; the last stage's receive has no tag: rank 2 waits in recv(tag=0) for micro-batch 1,
+# rank 1 in send(tag=1), rank 0 in send(tag=2).
+register(LiveCase("fck_p2p_tag_untagged_recv", torchrun(3, "fck_p2p_tag_untagged_recv.py"), ranks=3, settle=2.0))
+
+# HF transformers' legacy cached-features FileLock + a cache_save helper that barriers first, 3 ranks: rank 0 holds
+# the lock and waits in the barrier, ranks 1-2 wait in FileLock.acquire.
+register(LiveCase("fck_filelock_cache_barrier", torchrun(3, "fck_filelock_cache_barrier.py"), ranks=3, settle=2.0))
+
+# mosaicml/composer's local_rank_zero_download_and_wait (PR #2054/#2071), 3 ranks: local rank 0's checkpoint GET
+# stalls in the HTTP response read; ranks 1-2 busy-wait (sleep 0.1 s) for its signal file.
+register(LiveCase("fck_local_rank0_download_spin", torchrun(3, "fck_local_rank0_download_spin.py"), ranks=3,
+                  settle=2.0))
+
+# torch.distributed.new_group's "every process must enter" rule (pytorch/pytorch#134314, #124268), 3 ranks: the eval
+# ranks 0-1 create the eval group alone and wait in new_group's store-based barrier; rank 2 waits in the next step's
+# gradient all_reduce.
+register(LiveCase("fck_new_group_members_only", torchrun(3, "fck_new_group_members_only.py"), ranks=3, settle=2.0))
