@@ -1,8 +1,8 @@
 """First-contact batch K (sixth first-contact round, part K): live cases from public reports and programs on a
 pipeline whose last stage receives without a tag (tags honoured by gloo, ignored by NCCL), a feature cache built
 under a cross-process FileLock whose save helper ends in a barrier, composer-style checkpoint download on local rank
-zero while the other ranks busy-wait for its signal file, and an evaluation subgroup created with new_group on its
-members only; and a shape case from a public thread (see each case.json's source and thread)."""
+zero while the other ranks busy-wait for its signal file, and DDP multi-dataset training whose per-dataset head goes
+unused on one rank; and a shape case from a public thread (see each case.json's source and thread)."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 
@@ -20,7 +20,8 @@ register(LiveCase("fck_filelock_cache_barrier", torchrun(3, "fck_filelock_cache_
 register(LiveCase("fck_local_rank0_download_spin", torchrun(3, "fck_local_rank0_download_spin.py"), ranks=3,
                   settle=2.0))
 
-# torch.distributed.new_group's "every process must enter" rule (pytorch/pytorch#134314, #124268), 3 ranks: the eval
-# ranks 0-1 create the eval group alone and wait in new_group's store-based barrier; rank 2 waits in the next step's
-# gradient all_reduce.
-register(LiveCase("fck_new_group_members_only", torchrun(3, "fck_new_group_members_only.py"), ranks=3, settle=2.0))
+# lhotse-speech/lhotse#554 (multi-dataset training, one head per dataset, DDP hangs unless find_unused_parameters),
+# 3 ranks: rank 1's last batch of the epoch has no GigaSpeech sample, its reducer never launches the gradient
+# all_reduce and it waits in validation's barrier; ranks 0 and 2 wait in DDP's gradient all_reduce.
+register(LiveCase("fck_ddp_multidataset_unused_head", torchrun(3, "fck_ddp_multidataset_unused_head.py"), ranks=3,
+                  settle=2.0))
