@@ -25,3 +25,24 @@ register(LiveCase("fck_local_rank0_download_spin", torchrun(3, "fck_local_rank0_
 # all_reduce and it waits in validation's barrier; ranks 0 and 2 wait in DDP's gradient all_reduce.
 register(LiveCase("fck_ddp_multidataset_unused_head", torchrun(3, "fck_ddp_multidataset_unused_head.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fck_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# RLinf/RLinf#1539 (fixed by PR #1540): PPO for an embodied policy with actor, rollout and env collocated, FSDP
+# full_shard, PatchWeightSyncer's init-sync at the first sync_model_to_rollout; scaled to 4 GPUs (the report had 8),
+# env workers left out. Actor rank 0 (the weight sender) broadcasts bucket 1 to the rollout workers; actor ranks 1-3
+# skipped the send and wait in bucket 2's full_tensor all-gather (host side spinning in NCCL, on the AsyncIO thread);
+# the rollout workers wait in the broadcast; the driver waits in update_rollout_weights.
+RLINF_ARGS = ("--config-path examples/embodiment/config --config-name maniskill_ppo_openvlaoft "
+              "cluster.num_nodes=1 actor.fsdp_config.sharding_strategy=full_shard")
+register(LiveCase(
+    "fck_rlinf_init_sync_runahead",
+    in_tree("fck_rlinf_init_sync_runahead",
+            f"{shlex.quote(PYTHON)} examples/embodiment/train_embodied_agent.py {RLINF_ARGS}"),
+    ranks=8, shape=True, settle=2.0, env=shape_env("fck_rlinf_init_sync_runahead"),
+))
