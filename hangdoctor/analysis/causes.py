@@ -10,6 +10,8 @@ others, that do not themselves wait for a peer.
        - the schedule: two pipeline phases of one step (call_semantics.py), the side in the earlier phase has
          finished this step's exchanges with the other and gone on into the next step: it never entered the call
          the other waits in;
+       - a tag mismatch: a send and a receive that name each other with different tags (the default 0 on one side
+         is the likely omission);
        - a wrong peer: a receive from a rank that is itself receiving (or a send to a sender);
        - program order when the source says one side left a loop the others are still in (ahead.py);
        - the odd one out: fewer ranks in one call than in the others (not for sends and receives, which pair);
@@ -168,6 +170,29 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
                   f"({nodes[0].schedule}: that comes first in a step, so {_verb(early, 'it has', 'they have')} "
                   f"finished this step's exchanges with {_who(late)} and gone on)")
         return [_cause(graph, early, "medium", "schedule", reason)]
+    held = [e for n in component for e in graph.out.get(n, []) if e.kind.startswith("lock-holder")
+            and e.target in component and graph.nodes[e.target].state == COMMUNICATING]
+    exact = [e for e in held if e.kind == "lock-holder"]
+    if exact:  # it holds what the others wait for, and waits in a call they cannot reach while they wait
+        holders = [graph.nodes[n] for n in sorted({e.target for e in held})]
+        waiters = [graph.nodes[n] for n in sorted({e.waiter for e in held})]
+        reason = (f"{_verb(holders, 'holds', 'hold')} what {_who(waiters)} {_verb(waiters, 'waits', 'wait')} for "
+                  f"({held[0].evidence.split(' (')[0].replace('it waits to enter', 'they wait to enter')}, which "
+                  f"{_verb(holders, 'it is', 'they are')} inside) while {_verb(holders, 'it waits', 'they wait')} in "
+                  f"{_calls(holders)}, which {_who(waiters)} can never reach")
+        return [_cause(graph, holders, "medium", "lock-holder", reason)]
+    if held:  # the same from line order alone: low
+        holders = [graph.nodes[n] for n in sorted({e.target for e in held})]
+        waiters = [graph.nodes[n] for n in sorted({e.waiter for e in held})]
+        reason = (f"{_verb(holders, 'is', 'are')} past the lock {_who(waiters)} {_verb(waiters, 'waits', 'wait')} "
+                  f"for (further along in the same function) and {_verb(holders, 'waits', 'wait')} in "
+                  f"{_calls(holders)}, which {_who(waiters)} can never reach: perhaps holding it (the line order "
+                  f"says so, not the source's blocks: attach reads them)")
+        return [_cause(graph, holders, "low", "lock-holder", reason)]
+    tagged = _tag_mismatch(nodes)  # a send and a receive that name each other and still wait: before any other
+    if tagged:                     # reading of who named whom (the rest of a pipeline waits behind that pair)
+        wrong, sure, detail = tagged
+        return [_cause(graph, wrong, sure, "wrong-peer", detail)]
     misnamed = _misnamed(nodes)
     if misnamed:
         wrong, detail = misnamed
@@ -270,6 +295,34 @@ def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:
     if len(top) != 1:
         return None
     return top, "; ".join(counts[top[0].id][:3])
+
+
+def _tag_mismatch(nodes: list[Node]) -> tuple[list[Node], str, str] | None:
+    """A send and a receive that name each other (src/dst in their locals) and were both entered, with different
+    tags: they can never match. The side whose tag is the default (0) while the other's is not most likely left it
+    out (medium); two explicit tags that differ: both sides, low."""
+    views = {v.rank: (n, v) for n in nodes if n.place is not None for v in n.place.views}
+    for node, view in views.values():
+        if view.wait is None or view.peer is None or not view.peer.is_global or _direction(view.wait.op) != "send":
+            continue
+        other = views.get(view.peer.value)
+        if other is None:
+            continue
+        peer_node, peer = other
+        if peer.wait is None or peer.peer is None or _direction(peer.wait.op) != "recv" \
+                or not peer.peer.is_global or peer.peer.value != view.rank:
+            continue
+        sent, wanted = view.peer.tag, peer.peer.tag
+        if sent is None or wanted is None or sent == wanted:
+            continue
+        detail = (f"rank {view.rank} sends to rank {peer.rank} with tag={sent}, and rank {peer.rank} receives from "
+                  f"rank {view.rank} with tag={wanted}: the two can never match")
+        if wanted == 0:
+            return [peer_node], "medium", f"receives without the sender's tag (tag=0, the default): {detail}"
+        if sent == 0:
+            return [node], "medium", f"sends without the receiver's tag (tag=0, the default): {detail}"
+        return [node, peer_node] if node is not peer_node else [node], "low", f"tags differ: {detail}"
+    return None
 
 
 def _verb(nodes: list[Node], one: str, many: str) -> str:

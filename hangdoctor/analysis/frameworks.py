@@ -54,7 +54,8 @@ RULES: tuple[WaitRule, ...] = (
       says="the rendezvous: waiting for every rank to join the store"),
     R("store", "torch.distributed", "torch/distributed/elastic/utils/store.py", ".*", op="store barrier",
       says="a store barrier: waiting for every rank"),
-    R("collective", "torch.distributed", "torch/distributed/_functional_collectives", COLLECTIVE_OPS + "|.*_inplace"),
+    R("collective", "torch.distributed", "torch/distributed/_functional_collectives", COLLECTIVE_OPS + "|.*_inplace|"
+      "(all_gather|reduce_scatter|all_reduce|all_to_all)_\\w+|permute_tensor"),  # its whole API (DTensor's too)
     R("work-wait", "torch.distributed", "torch/distributed/_functional_collectives", "wait_tensor|wait",
       op="wait_tensor", says="a functional collective's result"),
     R("collective", "torch.distributed", "torch/distributed/_symmetric_memory", ".*", op="symmetric memory"),
@@ -176,6 +177,8 @@ RULES: tuple[WaitRule, ...] = (
       "_to_tensor", op="to_tensor", says="a logged value copied to the device: waits for the GPU", sure="medium"),
     R("device-sync", "lightning", "core/module.py", ".*__to_tensor|_LightningModule__to_tensor", op="to_tensor",
       says="self.log copies a value to the device: waits for the GPU", sure="medium"),
+    R("device-sync", "lightning", "fabric/utilities/apply_func.py", "convert_tensors_to_scalars.*", op="item",
+      says="logged metrics turned into numbers (.item()): waits for the GPU", sure="medium"),
     R("collective", "lightning", "logger_connector/result.py", "sync|compute|_sync|reduce", op="all_reduce",
       says="Lightning's sync_dist of a logged value", sure="medium"),
     R("collective", "accelerate", "accelerate/utils/operations.py", "gather|_gpu_gather|_gpu_gather_one|"
@@ -199,7 +202,8 @@ RULES: tuple[WaitRule, ...] = (
       ".*export_memory_timeline", op="profiler export", says="writing the profiler's trace file"),
     R("lock", "torch", "torch/utils/file_baton.py", "wait|FileBaton.wait", op="FileBaton",
       says="a lock file (torch.utils.file_baton): another process holds it, or a stale one was left behind"),
-    R("lock", "filelock", "filelock/", "acquire|_acquire|__enter__", op="file lock", says="a file lock"),
+    R("lock", "filelock", "filelock/", "acquire|_acquire|__enter__|.*_poll_until_acquired|.*_acquire_level|"
+      "BaseFileLock\\..*", op="file lock", says="a file lock (filelock): another process holds it"),
     R("dataloader", "torch", "torch/utils/data/dataloader.py", "_try_get_data|_get_data", op="next batch",
       says="waiting for a batch from the DataLoader's worker processes"),
     R("", "torch", "torch/utils/data/dataloader.py", "_next_data|__next__", role="layer"),

@@ -106,11 +106,38 @@ def _waits_for_children(found: Found, table: WaitTable) -> bool:
     return all(t is not None and t.active is False for t in threads)
 
 
+def _role_of_awaited_thread(found: Found, table: WaitTable):
+    """The launcher role of a thread that the main thread waits for (a join, an event, a future): a Ray driver
+    whose main thread joins the threads that sit in ray.get (RLinf's WorkerGroupFuncResult). None when any thread
+    communicates as a rank does (a collective, a p2p call), or the main thread waits on something else."""
+    sample = found.samples[-1] if found.samples else None
+    main = sample.main_thread(found.pid) if sample is not None else None
+    if main is None or not main.frames:
+        return None
+    wait = table.classify(main.frames)
+    if wait is None or wait.kind != "lock":  # an idle event loop ("io") is no evidence: ranks idle there too
+        return None
+    role = None
+    for thread in sample.threads:
+        if thread is main or not thread.frames:
+            continue
+        found_role = table.process_role(thread.frames)
+        if found_role is not None and found_role.kind == "launcher":
+            role = role or found_role
+            continue
+        other = table.classify(thread.frames)
+        if other is not None and (other.communicates or other.kind == "device-sync"):
+            return None
+    return role
+
+
 def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[SetAside]]:
     """(ranks, set aside)."""
     ranks, aside = [], []
     for f in found:
         role = next((r for r in map(table.process_role, _main_stacks(f)) if r is not None), None)
+        if role is None:
+            role = _role_of_awaited_thread(f, table)
         if role is not None and role.kind == "launcher" and _communicates(f, table):
             role = None  # a rank that runs inside a launcher-looking frame (a driver in an engine process)
         elif role is not None and role.kind == "worker" and _any_thread_communicates(f, table):

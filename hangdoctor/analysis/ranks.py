@@ -33,6 +33,7 @@ class Peer:
     name: str  # the local's name: src, dst, group_src, ...
     value: int
     frame: Frame  # the frame whose locals hold it
+    tag: int | None = None  # a point-to-point call's `tag` in the same frame's locals, when it has one
 
     @property
     def is_global(self) -> bool:
@@ -73,8 +74,11 @@ class RankView:
 
     @property
     def activity(self) -> str:
-        """A wait kind, BUSY or UNKNOWN (for ranks that answered)."""
+        """A wait kind, BUSY or UNKNOWN (for ranks that answered). A main thread in a local wait (a join, an idle
+        task loop) for another thread that communicates: that thread's kind (the rank waits in its collective)."""
         if self.wait is not None:
+            if self.helper is not None and self.wait.kind in LOCAL_KINDS:
+                return self.helper[1].kind
             return self.wait.kind
         if self.progress == PROGRESSING or self.runs:
             return BUSY
@@ -209,7 +213,8 @@ def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:
         for key in _PEER_KEYS:
             value = found.get(key, "").strip()
             if value.lstrip("-").isdigit():
-                return Peer(key, int(value), frames[index])
+                tag = found.get("tag", "").strip()
+                return Peer(key, int(value), frames[index], int(tag) if tag.lstrip("-").isdigit() else None)
     return None
 
 

@@ -59,6 +59,7 @@ class Edge:
     ranks: list[int]  # the target's ranks that the waiter waits for
     strength: str  # one of STRENGTH
     evidence: str  # in words
+    kind: str = ""  # "lock-holder": the target is inside a `with` block the waiter waits to enter
 
 
 @dataclass
@@ -114,6 +115,7 @@ def build_graph(places: list[Place], silent: dict[str, list[int]], dims: Paralle
     for node in nodes:
         if node.state == COMMUNICATING:
             edges += _comm_edges(node, nodes, node_of, dims, source, gpu_job, rows or ROWS)
+    edges += _holder_edges(nodes, blocks)
     for node in nodes:  # after the calls' edges: a GPU wait is read against who waits for it
         if node.state == DEVICE:
             edges += _device_edges(node, nodes, edges)
@@ -123,6 +125,76 @@ def build_graph(places: list[Place], silent: dict[str, list[int]], dims: Paralle
                            "handle, a GPU synchronisation) that waits for these ranks")
                       for other in nodes if other.state == COMMUNICATING]
     return WaitGraph(nodes, _by_elimination([_unseen(e, nodes) for e in edges], nodes), gpu_job, blocks)
+
+
+def _holder_edges(nodes: list[Node], blocks: dict | None) -> list[Edge]:
+    """A rank in a local wait to enter a `with` statement (its lock's __enter__ or acquire below the frame at the
+    statement's line: a file lock, a process-shared lock) while other ranks are inside that block, in the same
+    function of the same file: they hold what it waits for. Read from the blocks collectors parse (attach)."""
+    edges = []
+    for node in nodes:
+        if node.state != LOCAL or node.place is None or not node.place.views:
+            continue
+        view = node.place.views[0]
+        entering = _entering_with(view.stack, blocks or {})
+        exact = entering is not None
+        if entering is None and view.wait is not None and view.wait.kind == "lock":
+            entering = _entering_by_order(view.stack)
+        if entering is None:
+            continue
+        frame, first, last = entering
+        for other in nodes:
+            if other is node or other.place is None:
+                continue
+            holders = [v.rank for v in other.place.views
+                       if any(f.file == frame.file and f.name == frame.name and first < f.line <= last
+                              for f in v.stack if not f.native)]
+            if holders and exact:
+                edges.append(Edge(node.id, other.id, holders, "semantic",
+                                  f"it waits to enter the `with` at {frame.file}:{first} ({frame.name}), inside "
+                                  f"which rank{'s' if len(holders) > 1 else ''} {fold_ranks(holders)} "
+                                  f"{'are' if len(holders) > 1 else 'is'}: what it waits for is held there",
+                                  kind="lock-holder"))
+            elif holders and other.state == COMMUNICATING:
+                edges.append(Edge(node.id, other.id, holders, "semantic",
+                                  f"it waits for a lock at {frame.file}:{first} ({frame.name}), and rank"
+                                  f"{'s' if len(holders) > 1 else ''} {fold_ranks(holders)} "
+                                  f"{'are' if len(holders) > 1 else 'is'} further along in that function, in a call: "
+                                  f"past the lock, perhaps holding it (line order only: attach reads the source's "
+                                  f"blocks, which say)", kind="lock-holder-order"))
+    return edges
+
+
+def _entering_by_order(stack):
+    """Without the source: (frame, line, a bound) of the frame that called the lock's acquire or __enter__; ranks
+    further along in that function (a later line) have passed it."""
+    entering = False
+    for frame in stack:
+        if frame.native:
+            continue
+        if frame.name.endswith(("__enter__", "__aenter__", "acquire")):
+            entering = True
+            continue
+        if entering and frame.line:
+            return frame, frame.line, 1 << 30
+    return None
+
+
+def _entering_with(stack, blocks: dict):
+    """(frame, first, last) of the innermost `with` statement this stack waits to enter, or None."""
+    entering = False
+    for frame in stack:  # innermost first
+        if frame.native:
+            continue
+        if frame.name.endswith(("__enter__", "__aenter__", "acquire")):
+            entering = True
+            continue
+        known = blocks.get((frame.file, frame.line))
+        if entering and known:
+            found = next(((first, last) for first, last in known.get("withs") or () if first == frame.line), None)
+            if found is not None:
+                return frame, found[0], found[1]
+    return None
 
 
 def _by_elimination(edges: list[Edge], nodes: list[Node]) -> list[Edge]:

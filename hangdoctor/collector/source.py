@@ -52,9 +52,10 @@ def frame_lines(infos: list) -> dict:
 
 
 def frame_blocks(infos: list) -> dict:
-    """{"short_file:line": {"loops": [[first, last], ...], "conditions": [[first, last], ...]}}: the loops and
-    the branches of `if` statements that enclose each line of a Python frame (innermost last), so that the
-    analysis can tell which of two ranks is further along (analysis/ahead.py). Files are parsed once each, from
+    """{"short_file:line": {"loops": [[first, last], ...], "conditions": [...], "withs": [...]}}: the loops, the
+    branches of `if` statements and the `with` statements that enclose each line of a Python frame (innermost
+    last), so that the analysis can tell which of two ranks is further along (analysis/ahead.py), and which rank
+    holds the lock of a `with` that others wait to enter (analysis/waitgraph.py). Files are parsed once each, from
     the outermost frames in (training loops live there), within BLOCKS_BUDGET_S; unreadable files are left out."""
     import ast
     import time
@@ -75,12 +76,13 @@ def frame_blocks(infos: list) -> dict:
         if ranges is None:
             continue
         blocks[key] = {kind: sorted([first, last] for k, first, last in ranges if k == kind and first <= line <= last)
-                       for kind in ("loops", "conditions")}
+                       for kind in ("loops", "conditions", "withs")}
     return blocks
 
 
 def _ranges(path: str, ast) -> list | None:
-    """Every loop's lines and every branch of every if statement in a file, as (kind, first, last)."""
+    """Every loop's lines, every branch of every if statement and every `with` statement (from its own line: a
+    rank waiting to enter it is at that line) in a file, as (kind, first, last)."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
@@ -90,6 +92,8 @@ def _ranges(path: str, ast) -> list | None:
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             found.append(("loops", node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            found.append(("withs", node.lineno, node.end_lineno or node.lineno))
         elif isinstance(node, ast.If):
             for branch in (node.body, node.orelse):
                 if branch:

@@ -359,8 +359,8 @@ def source_lines_of(docs: list[dict]) -> dict:
 
 
 def source_blocks_of(docs: list[dict]) -> dict:
-    """The loops and conditions collectors read around each frame's line: {(short file, line): {"loops": [[first,
-    last], ...], "conditions": [...]}}; malformed entries are left out."""
+    """The loops, conditions and `with` statements collectors read around each frame's line: {(short file, line):
+    {"loops": [[first, last], ...], "conditions": [...], "withs": [...]}}; malformed entries are left out."""
     blocks = {}
     for doc in docs:
         found = doc.get("source_blocks")
@@ -369,7 +369,7 @@ def source_blocks_of(docs: list[dict]) -> dict:
             if file and line.isdigit() and isinstance(value, dict):
                 blocks[(file, int(line))] = {kind: [r for r in value.get(kind) or [] if isinstance(r, list)
                                                     and len(r) == 2 and all(isinstance(x, int) for x in r)]
-                                             for kind in ("loops", "conditions")}
+                                             for kind in ("loops", "conditions", "withs")}
     return blocks
 
 

@@ -46,9 +46,9 @@ def blocks_of(tmp_path):
 
 def test_the_collector_reads_loops_and_branches_around_each_line(tmp_path):
     blocks, lines = blocks_of(tmp_path)
-    assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": []}
-    assert blocks[("train.py", 5)] == {"loops": [[2, 6]], "conditions": [[5, 5]]}
-    assert blocks[("train.py", 7)] == {"loops": [], "conditions": []}
+    assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": [], "withs": []}
+    assert blocks[("train.py", 5)] == {"loops": [[2, 6]], "conditions": [[5, 5]], "withs": []}
+    assert blocks[("train.py", 7)] == {"loops": [], "conditions": [], "withs": []}
     assert lines["train.py:5"] == "evaluate()" and lines["train.py:7"] == "barrier()"
 
 
@@ -71,3 +71,15 @@ def test_an_unreadable_or_broken_file_gives_no_blocks(tmp_path):
         {"filename": str(broken), "short_filename": "broken.py", "line": 1},
         {"filename": str(tmp_path / "gone.py"), "short_filename": "gone.py", "line": 1}]}]}]}]
     assert frame_blocks(infos) == {}
+
+
+def test_the_collector_reads_with_statements_from_their_own_line(tmp_path):
+    """A rank waiting to enter `with lock:` is at the statement's line; one inside it is at a later line of the
+    range (analysis/waitgraph.py reads the lock's holder from that)."""
+    path = tmp_path / "cache.py"
+    path.write_text("def load(lock):\n    with lock:\n        build()\n        save()\n    return 1\n")
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "cache.py", "line": line, "name": "load"} for line in (2, 4, 5)]}]}]}]
+    found = frame_blocks(infos)
+    assert found["cache.py:2"]["withs"] == [[2, 4]] and found["cache.py:4"]["withs"] == [[2, 4]]
+    assert found["cache.py:5"]["withs"] == []
