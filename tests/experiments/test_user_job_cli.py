@@ -6,6 +6,7 @@ import shlex
 import pytest
 
 from experiments.results import RunResult, fill_from_run_dir
+from experiments.tables import render_markdown
 from experiments.user_program import parse_program, torchrun_target
 from hangdoctor.watch.progress import compile_iteration_regex, iteration_of
 from tests.experiments.test_experiment_cli import assert_one_error, cli
@@ -116,3 +117,15 @@ def test_a_log_that_never_matches_has_no_figure_and_says_so(tmp_path):
     log.write_text("step 1/2 | loss 1 | 10 ms/step\nstep 2/2 | loss 1 | 30 ms/step\n")
     code, out, err = cli("--logs", str(log), "--iteration-regex", REGEX, "--warmup", "0", "--json")
     assert code == 0 and '"sec_per_it": 0.02' in out and '"first_measured": 1' in out
+
+
+def test_a_table_of_a_scripts_own_lines_has_no_empty_megatron_columns():
+    runs = [RunResult(run=f"0{i}-a-X={i}-r1", config="a", toggles={"X": str(i)}, gpus=2, tp=1, pp=1, dp=2,
+                      status="completed", sec_per_it=0.25 * (i + 1), measured_over="median of iterations 3-6",
+                      first_measured=3, last_measured=6) for i in range(2)]
+    lines = render_markdown(runs).strip().splitlines()
+    assert lines[0] == "| Config | GPUs | DP | TP | PP | X | Sec/it | Notes |"
+    assert lines[2:4] == ["| a | 2 | 2 | 1 | 1 | 0 | 0.250 |  |", "| a | 2 | 2 | 1 | 1 | 1 | 0.500 |  |"]
+    assert lines[-1] == "* Sec/it: median of iterations 3-6 of each run (the first 2 iterations are warm-up)."
+    runs[1].tflops = 1.5  # one Megatron figure: every column is back
+    assert render_markdown(runs).splitlines()[0].startswith("| Config | GPUs | Size | DP | TP | PP | MBS | GBS | X |")
