@@ -63,11 +63,16 @@ class ScriptLauncher(SbatchLauncher):
         try:
             job_id = submit_file(self.script, extra_args=argv[2:script_at], script_args=argv[script_at + 1:],
                                  env=self.env)
-            log = Path(output_path(show_job(job_id, env=self.env, timeout=10.0).stdout_path, job_id))
         except SlurmCommandMissing as exc:
             raise LaunchError(exc.message, exc.hint, fatal=True) from None
         except SlurmError as exc:
             raise LaunchError(exc.message, exc.hint or f"submit it by hand: {self.describe(spec, run_dir)}") from None
+        try:
+            log = Path(output_path(show_job(job_id, env=self.env, timeout=10.0).stdout_path, job_id))
+        except SlurmError as exc:  # submitted but not to be watched: not left running either
+            stopped = self.stop(Launched(ident=f"job {job_id}", job_id=job_id))
+            raise LaunchError(f"job {job_id}: {exc.message} (its output file is unknown; {stopped})",
+                              exc.hint) from None
         link = run_dir / LOG_NAME
         if log != link:
             link.symlink_to(log)

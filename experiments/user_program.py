@@ -55,8 +55,7 @@ def extra_words(spec: RunSpec, run_dir: Path) -> list[str]:
     """What follows the user's command (or batch script): the configuration's words, filled in, then the flag
     toggles (last, so that they win over the same flag in a configuration)."""
     values = placeholder_values(spec, run_dir)
-    flags = [word for name, value in spec.setting if name.startswith("--") for word in (name, value)]
-    return [fill(word, values) for word in spec.config.trainer_args] + flags
+    return [fill(word, values) for word in spec.config.trainer_args] + spec.flag_words
 
 
 def parse_program(text: str) -> UserProgram:
