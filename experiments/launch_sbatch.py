@@ -1,9 +1,10 @@
 """One batch job per run, through `slurm.sbatch`: render, submit, poll `scontrol show job`, `scancel`.
 
 The script is slurm.sbatch's template running the trainer (trainer_job.py: `srun python -m trainer
---tensor-model-parallel-size TP ...`), with the
+--tensor-model-parallel-size TP ...`) or the user's own command (user_program.py: `srun CMD...`), with the
 run's environment toggles exported before srun and every rank's output in RUN/train.log (sbatch --output).
-The job runs in RUN/ with this process's environment (sbatch's default --export=ALL).
+The job runs in RUN/ (the user's command: in the folder `hangdoctor experiment` runs in, where its relative
+paths point) with this process's environment (sbatch's default --export=ALL).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from experiments.launch import LOG_NAME, JobState, Launched, LaunchError, free_port
 from experiments.matrix import RunSpec
 from experiments.trainer_job import trainer_batch_job
+from experiments.user_program import UserProgram
 from hangdoctor.watch.jobstate import SlurmJobState
 from slurm.errors import JobNotFound, SlurmCommandFailed, SlurmCommandMissing, SlurmError
 from slurm.jobs import show_job
@@ -27,8 +29,9 @@ class SbatchLauncher:
 
     def __init__(self, *, python: str, gpus_per_node: int | None = None, sbatch_options: dict[str, str] | None = None,
                  nodelist: list[str] | None = None, time_limit: str | None = None, master_port: int | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, program: UserProgram | None = None):
         self.python = python
+        self.program = program  # the user's per-rank command; None: the reference trainer
         self.nodelist = nodelist  # run on these nodes: a run of K nodes on the first K (sbatch wants them all used)
         self.gpus_per_node = gpus_per_node
         self.sbatch_options = dict(sbatch_options or {})
@@ -47,11 +50,14 @@ class SbatchLauncher:
                 raise ValueError(f"configuration {spec.config.name!r} needs {nodes} nodes, --nodelist names "
                                  f"{len(self.nodelist)}")
             options["nodelist"] = compress_nodelist(self.nodelist[:nodes])
-        job = trainer_batch_job(
-            spec.config.dims, per_node, spec.trainer_args(run_dir), program=(self.python, "-m", "trainer"),
-            env=spec.env, job_name=f"hdx-{spec.name}", output=str(run_dir / LOG_NAME), time_limit=self.time_limit,
-            master_port=self.master_port or 6000, sbatch_options=options,
-        )
+        batch = dict(env=spec.env, job_name=f"hdx-{spec.name}", output=str(run_dir / LOG_NAME),
+                     time_limit=self.time_limit, master_port=self.master_port or 6000, sbatch_options=options)
+        if self.program is not None:  # the user's own command, `srun CMD`
+            job = BatchJob(program=tuple(self.program.command(spec, run_dir)), tasks=world, tasks_per_node=per_node,
+                           description=spec.config.dims.describe(), **batch)
+        else:
+            job = trainer_batch_job(spec.config.dims, per_node, spec.trainer_args(run_dir),
+                                    program=(self.python, "-m", "trainer"), **batch)
         try:
             job.check()
         except ValueError as exc:
@@ -68,7 +74,7 @@ class SbatchLauncher:
         script = render_sbatch(job)
         (run_dir / "job.sbatch").write_text(script)
         try:
-            job_id = submit(script, env=self.env, cwd=run_dir)
+            job_id = submit(script, env=self.env, cwd=run_dir if self.program is None else None)
         except SlurmCommandMissing as exc:
             raise LaunchError(exc.message, exc.hint, fatal=True) from None
         except SlurmError as exc:

@@ -1,5 +1,8 @@
 """One local `torchrun --standalone` per run, on this machine; its whole process tree is killed at the end.
 
+torchrun runs the reference trainer (`-m trainer` with its topology flags) or the user's own command
+(user_program.py: a `python SCRIPT` as torchrun's script, anything else with `--no-python`).
+
 Every process of a run carries HANGDOCTOR_EXPERIMENT_RUN=<token> in its environment. hangdoctor attaches to
 exactly those ranks (`attach --local --match HANGDOCTOR_EXPERIMENT_RUN=<token> --match RANK`, whatever other
 torchrun jobs share the machine), and `stop` finds them by it too: torchrun starts each worker in a session of
@@ -19,6 +22,7 @@ import psutil
 from experiments.launch import LOG_NAME, Launched, LaunchError
 from experiments.matrix import RunSpec
 from experiments.trainer_job import trainer_command
+from experiments.user_program import UserProgram, torchrun_target
 from hangdoctor.watch.jobstate import DONE, RUNNING, JobState
 from slurm.process import environ_of, start_time, wait_until_gone
 
@@ -56,16 +60,18 @@ def kill_run(pid: int | None, token: str) -> int:
 class TorchrunLauncher:
     name = "torchrun"
 
-    def __init__(self, *, python: str, env: dict[str, str] | None = None):
+    def __init__(self, *, python: str, env: dict[str, str] | None = None, program: UserProgram | None = None):
         self.python = python
+        self.program = program  # the user's per-rank command; None: the reference trainer
         self.env = env
         self._procs: dict[int, tuple[subprocess.Popen, str]] = {}
 
     def command(self, spec: RunSpec, run_dir: Path) -> list[str]:
         world = spec.config.gpus
-        torchrun = (self.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-                    "-m", "trainer")
-        return trainer_command(spec.config.dims, spec.trainer_args(run_dir), program=torchrun)
+        torchrun = (self.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}")
+        if self.program is not None:
+            return [*torchrun, *torchrun_target(self.program.command(spec, run_dir))]
+        return trainer_command(spec.config.dims, spec.trainer_args(run_dir), program=(*torchrun, "-m", "trainer"))
 
     def describe(self, spec: RunSpec, run_dir: Path) -> str:
         exports = " ".join(f"{k}={v}" for k, v in spec.env.items())
@@ -82,7 +88,8 @@ class TorchrunLauncher:
         try:
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env, cwd=run_dir, start_new_session=True)
+                                        env=env, cwd=run_dir if self.program is None else None,
+                                        start_new_session=True)  # the user's command: from where they are
         except OSError as exc:
             raise LaunchError(f"cannot start {command[0]}: {exc.strerror or exc}",
                               "pass --python with a Python that has torch and the trainer", fatal=True) from None

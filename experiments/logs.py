@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from experiments.results import RunResult, Shape, apply_figures, first_error, shape_from_trainer_config
-from throughput.megatron_log import parse_log
+from throughput.regex_log import parse_lines
 
 _ARG = re.compile(r"(?:^|\s)([a-z][a-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _PADDED = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
@@ -58,20 +58,22 @@ def shape_from_arguments(args: dict[str, str]) -> Shape | None:
                  vocab=_int(args, "padded_vocab_size"), checkpointing=checkpointing)
 
 
-def result_from_log(path: Path, *, warmup: int, index: int = 0, name: str = "") -> RunResult:
+def result_from_log(path: Path, *, warmup: int, index: int = 0, name: str = "",
+                    pattern: re.Pattern | None = None) -> RunResult:
     """One row for one log; ValueError (one line, naming the file) when it cannot be read or has no figure."""
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    parsed = parse_log(text)
+    parsed = parse_lines(text, pattern)
     if not parsed:
-        what = "is empty" if not text.strip() else "has no Megatron iteration line"
+        what = ("is empty" if not text.strip() else "has no Megatron iteration line" if pattern is None
+                else "has no line matching --iteration-regex")
         raise ValueError(f"{path} {what}: nothing to measure")
     result = RunResult(run=name or path.stem, config=name or path.stem, index=index, launcher="log", job=str(path), status="log",
                        error=first_error(text), run_dir=str(path.parent))
     shape = shape_from_arguments(megatron_arguments(text)) or shape_from_trainer_config(path.parent)
-    apply_figures(result, parsed, shape, warmup)
+    apply_figures(result, parsed, shape, warmup, regex=pattern is not None)
     if result.sec_per_it is None:
         raise ValueError(f"{path}: {result.measured_over.removeprefix('no figure: ')}")
     return result

@@ -87,10 +87,14 @@ class RunSpec:
     def toggles(self) -> dict[str, str]:
         return dict(self.setting)
 
+    @property
+    def flag_words(self) -> list[str]:
+        """The flag toggles of this run as words, e.g. ["--zero-stage", "1"]."""
+        return [word for name, value in self.setting if name.startswith("--") for word in (name, value)]
+
     def trainer_args(self, run_dir: Path) -> list[str]:
         """The trainer's flags after the topology flags; flag toggles last, so they win over the same flag."""
-        flags = [word for name, value in self.setting if name.startswith("--") for word in (name, value)]
-        return [*self.config.trainer_args, *flags, "--run-dir", str(run_dir)]
+        return [*self.config.trainer_args, *self.flag_words, "--run-dir", str(run_dir)]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """One row per run: what happened to it and the figures read from its log, kept as RUN/result.json.
 
-Figures come from the Megatron iteration lines (`throughput.megatron_log`) as medians after the warm-up
-(`throughput.summary`), which say which iterations they cover ("median of iterations 3-6"). TFLOPs are
+Figures come from the Megatron iteration lines (`throughput.megatron_log`), or the lines the user's
+--iteration-regex reads (`throughput.regex_log`), as medians after the warm-up (`throughput.summary`), which
+say which iterations they cover ("median of iterations 3-6", and first_measured/last_measured: 3 and 6). A log
+no line of which matches gets no figure, and says so. TFLOPs are
 recomputed with Megatron's formula (`throughput.flops.megatron_tflops`) from the median sec/it and the run's
 shape (the trainer's config.json, or a Megatron log's argument dump): the log prints them with two decimals,
 which reads 0.00 for a small model. The printed figure is kept as `tflops_printed`.
@@ -15,7 +17,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from throughput.flops import megatron_tflops
-from throughput.megatron_log import ParsedIteration, parse_log
+from throughput.megatron_log import ParsedIteration
+from throughput.regex_log import parse_lines
 from throughput.model_size import model_params, padded_vocab_size
 from throughput.summary import ThroughputSummary, summarize
 
@@ -74,6 +77,8 @@ class RunResult:
     samples_per_s: float | None = None
     tokens_per_s: float | None = None
     measured_over: str = ""  # "median of iterations 3-6", or why there is no figure
+    first_measured: int | None = None  # the first and last iterations the figures cover
+    last_measured: int | None = None
     warmup: int = 2
     verdict: str = ""  # hangdoctor's one-line summary (hung runs)
     verdict_hung: bool | None = None
@@ -128,8 +133,10 @@ def first_error(text: str, *, launcher_errors: bool = True) -> str:
     return named[-1][:400] if named else ""
 
 
-def apply_figures(result: RunResult, parsed: list[ParsedIteration], shape: Shape | None, warmup: int) -> None:
-    """Fill the figures of `result` from its iteration lines (and the shape, for TFLOPs and the table)."""
+def apply_figures(result: RunResult, parsed: list[ParsedIteration], shape: Shape | None, warmup: int, *,
+                  regex: bool = False) -> None:
+    """Fill the figures of `result` from its iteration lines (and the shape, for TFLOPs and the table); `regex`:
+    the lines were read with the user's --iteration-regex (said when none matched)."""
     shape = shape or Shape()
     for name in ("gpus", "tp", "pp", "dp", "mbs", "gbs", "seq_length"):
         if getattr(shape, name) is not None:
@@ -138,15 +145,21 @@ def apply_figures(result: RunResult, parsed: list[ParsedIteration], shape: Shape
     result.warmup = warmup
     if parsed:
         last = max(parsed, key=lambda p: p.iteration)
-        result.last_iteration, result.train_iters = last.iteration, last.train_iters
+        result.last_iteration, result.train_iters = last.iteration, last.train_iters or None
         result.gbs = result.gbs or last.global_batch_size
         result.seq_length = result.seq_length or last.seq_length
+    timed = [p for p in parsed if p.elapsed_ms is not None]
+    if regex and not timed:
+        result.measured_over = ("no figure: no line of the log matches --iteration-regex" if not parsed else
+                                "no figure: no line matching --iteration-regex has an iteration time")
+        return
     try:
         summary = summarize(parsed, warmup=warmup)
     except ValueError as exc:
         result.measured_over = f"no figure: {exc}"
         return
     result.measured_over = summary.label
+    result.first_measured, result.last_measured = summary.iterations[0], summary.iterations[-1]
     result.sec_per_it = summary.seconds_per_iteration
     result.tflops_printed = summary.tflops
     result.samples_per_s = summary.samples_per_second
@@ -170,9 +183,11 @@ def read_log(path: Path) -> str:
         return ""
 
 
-def fill_from_run_dir(result: RunResult, run_dir: Path, log_path: Path, warmup: int) -> None:
+def fill_from_run_dir(result: RunResult, run_dir: Path, log_path: Path, warmup: int,
+                      pattern: re.Pattern | None = None) -> None:
     """Figures, shape and error line of a run that is over. A run we stopped (hung, timed out) ends with the
     launcher's complaints about the kill ("srun: error: ... Terminated"): only a trainer's Error: line counts."""
     text = read_log(log_path)
     result.error = result.error or first_error(text, launcher_errors=result.status == "failed")
-    apply_figures(result, parse_log(text), shape_from_trainer_config(run_dir), warmup)
+    apply_figures(result, parse_lines(text, pattern), shape_from_trainer_config(run_dir), warmup,
+                  regex=pattern is not None)

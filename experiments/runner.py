@@ -13,6 +13,7 @@ run again, its first attempt moved to OUT/interrupted/.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ class RunnerOptions:
     attach: AttachOptions | None = field(default_factory=AttachOptions)  # None: do not diagnose hung runs
     warmup: int = 2
     resume: bool = False
+    iteration_pattern: re.Pattern | None = None  # --iteration-regex; None: Megatron's iteration lines
 
 
 @dataclass
@@ -79,7 +81,8 @@ def run_one(spec: RunSpec, launcher: Launcher, out: Path, options: RunnerOptions
     try:
         events.started(spec, launched)
         watched = watch(launcher, launched, options.limits,
-                        on_iteration=lambda parsed: events.iteration(spec, parsed))
+                        on_iteration=lambda parsed: events.iteration(spec, parsed),
+                        pattern=options.iteration_pattern)
         result.status, result.reason, result.exit_code = watched.outcome, watched.reason, watched.state.exit_code
         result.queued_s, result.running_s = round(watched.queued_seconds, 2), round(watched.running_seconds, 2)
         if watched.outcome == HUNG and options.attach is not None:
@@ -92,7 +95,7 @@ def run_one(spec: RunSpec, launcher: Launcher, out: Path, options: RunnerOptions
         raise
     finally:
         result.stopped = launcher.stop(launched)
-        fill_from_run_dir(result, run_dir, launched.log_path, options.warmup)
+        fill_from_run_dir(result, run_dir, launched.log_path, options.warmup, options.iteration_pattern)
         result.save(run_dir)
     return result
 

@@ -20,6 +20,7 @@ from experiments.results import RunResult
 from throughput.model_size import format_params
 
 FIGURE_COLUMNS = ("Sec/it", "TFLOPs", "Samples/s", "Tokens/s")
+MEGATRON_ONLY = ("Size", "MBS", "GBS", "TFLOPs", "Samples/s", "Tokens/s")  # what a script's own lines rarely give
 SHORT_NOTE = 30  # longer notes go below the terminal table
 
 
@@ -67,8 +68,23 @@ def note(result: RunResult, shared_label: str | None = None) -> str:
     return "" if result.sec_per_it is not None else result.measured_over
 
 
+def megatron_figures(results: Sequence[RunResult]) -> bool:
+    """Whether any run has a shape or a figure beyond sec/it (Megatron's lines and the trainer's config.json give
+    them; a script's own log read with --iteration-regex gives sec/it only, and its table has no empty columns)."""
+    return any(v is not None for r in results
+               for v in (r.params, r.mbs, r.gbs, r.tflops, r.samples_per_s, r.tokens_per_s))
+
+
 def table_rows(results: Sequence[RunResult]) -> tuple[list[str], list[list[str]]]:
     """Header and cells, shared by the markdown and the rich table."""
+    header, rows = _all_rows(results)
+    if megatron_figures(results):
+        return header, rows
+    kept = [i for i, name in enumerate(header) if name not in MEGATRON_ONLY]
+    return [header[i] for i in kept], [[row[i] for i in kept] for row in rows]
+
+
+def _all_rows(results: Sequence[RunResult]) -> tuple[list[str], list[list[str]]]:
     toggles = toggle_names(results)
     shared = common_label(results)
     header = ["Config", "GPUs", "Size", "DP", "TP", "PP", "MBS", "GBS", *toggles, *FIGURE_COLUMNS, "Notes"]
@@ -94,6 +110,8 @@ def footnote(results: Sequence[RunResult]) -> str:
     span = f"{shared} of each run" + (" unless its note says otherwise" if others else "")
     left_out = {0: "no warm-up left out", 1: "the first iteration is warm-up"}.get(
         warmup, f"the first {warmup} iterations are warm-up")
+    if not megatron_figures(results):
+        return f"Sec/it: {span} ({left_out})."
     return (f"Sec/it, TFLOPs, samples/s and tokens/s: {span} ({left_out}). TFLOPs per GPU by Megatron's "
             f"formula (Narayanan et al.) from sec/it and the model's shape; tokens/s = samples/s x sequence length.")
 

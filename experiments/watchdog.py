@@ -1,6 +1,7 @@
 """The hang watch: follow a run's log and state until it completes, dies, hangs or runs out of time.
 
-A run is hung when no new iteration line (a higher iteration number, as `throughput.megatron_log` reads it)
+A run is hung when no new iteration line (a higher iteration number, as `throughput.megatron_log` reads it, or
+the user's `--iteration-regex` as `throughput.regex_log` does)
 arrives within `hang_timeout` seconds of the previous one, or when no first line arrives within
 `startup_timeout` of the job starting to run (a rendezvous or start-up that never ends). Time spent queued
 (sbatch PENDING) counts against `queue_timeout` only. A run that ends by itself is completed (exit 0) or failed;
@@ -11,6 +12,7 @@ followed and silence judged by the same code as `hangdoctor watch` (hangdoctor/w
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +21,8 @@ from experiments.launch import Launched, Launcher
 from hangdoctor.watch.jobstate import DONE, ENDING, PENDING, JobState
 from hangdoctor.watch.logtail import LogTail
 from hangdoctor.watch.stall import StallClock
-from throughput.megatron_log import ParsedIteration, parse_iteration_line
+from throughput.megatron_log import ParsedIteration
+from throughput.regex_log import parse_line
 
 COMPLETED, FAILED, HUNG, TIMEOUT, NOT_STARTED = "completed", "failed", "hung", "timeout", "not started"
 
@@ -50,8 +53,9 @@ class WatchResult:
 
 
 def watch(launcher: Launcher, run: Launched, limits: Limits, *, on_iteration: Callable[[ParsedIteration], None]
-          | None = None, clock: Callable[[], float] = time.monotonic,
+          | None = None, pattern: re.Pattern | None = None, clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep) -> WatchResult:
+    """`pattern`: the user's --iteration-regex (throughput.regex_log); None: Megatron's iteration lines."""
     tail = LogTail(run.log_path)
     began = clock()
     running_since: float | None = None
@@ -61,7 +65,7 @@ def watch(launcher: Launcher, run: Launched, limits: Limits, *, on_iteration: Ca
     def read_log() -> None:
         nonlocal last_iteration
         for line in tail.new_lines():
-            parsed = parse_iteration_line(line)
+            parsed = parse_line(line, pattern)
             if parsed is not None and (last_iteration is None or parsed.iteration > last_iteration):
                 last_iteration = parsed.iteration
                 silence.progress(clock())

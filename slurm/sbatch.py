@@ -108,6 +108,18 @@ def submit(script: str, *, env: dict[str, str] | None = None, cwd: str | Path | 
     """sbatch the script text (through stdin); return the job id."""
     result = run_command(["sbatch", "--parsable", *(extra_args or [])], timeout=timeout, env=env, cwd=cwd,
                          input=script)
+    return _job_id(result)
+
+
+def submit_file(path: str | Path, *, extra_args: list[str] | None = None, script_args: list[str] | None = None,
+                env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 30.0) -> str:
+    """sbatch a script file as it is (its #SBATCH lines; `extra_args` before it override them); return the job id."""
+    result = run_command(["sbatch", "--parsable", *(extra_args or []), str(path), *(script_args or [])],
+                         timeout=timeout, env=env, cwd=cwd)
+    return _job_id(result)
+
+
+def _job_id(result) -> str:
     if not result.ok:
         raise SlurmCommandFailed(f"sbatch failed: {result.first_error_line()}", stderr=result.stderr,
                                  returncode=result.returncode)

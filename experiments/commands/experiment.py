@@ -1,14 +1,26 @@
-"""Run the trainer over configurations x toggles x repeats, catch hangs with hangdoctor, tabulate and plot.
+"""Run your job (or the reference trainer) over configurations x toggles x repeats, catch hangs, tabulate, plot.
 
+    hangdoctor experiment --program "python my_train.py --tp {tp} --out {run_dir}" \\
+        --config a="--gpus 2" --config b="--gpus 4" --toggle CUDA_LAUNCH_BLOCKING=0,1 \\
+        --iteration-regex 'step (?P<iteration>\\d+) .* (?P<ms>[\\d.]+) ms' --launcher torchrun --out exp0
+    hangdoctor experiment --sbatch-script my_job.sbatch --config a="--gpus 8" \\
+        --toggle CUDA_LAUNCH_BLOCKING=0,1 --out exp1                         # your own batch script, once per cell
     hangdoctor experiment --config tp2="--tp 2 --gpus 2" --config pp2="--pp 2 --gpus 2" \\
         --toggle CUDA_LAUNCH_BLOCKING=0,1 --repeats 2 --common "--num-layers 4 --train-iters 20" \\
-        --launcher sbatch --gpus-per-node 8 --hang-timeout 300 --out exp1
+        --launcher sbatch --gpus-per-node 8 --hang-timeout 300 --out exp2   # the reference trainer
     hangdoctor experiment --spec matrix.json --launcher torchrun --out exp2   # the matrix in JSON
     hangdoctor experiment --toggle=--zero-stage=0,1 ...                         # a trainer flag as a toggle
     hangdoctor experiment --logs old/*.log --out table                          # tables from existing logs
 
+--program is the command every rank runs, {tp} {pp} {dp} {gpus} {run_dir} filled in per run, a configuration's
+other words and the flag toggles after it; without it, the reference trainer runs (`python -m trainer`, its
+topology flags and --run-dir set by the runner). --sbatch-script submits your batch script as it is, once per
+run, with the toggles and HANGDOCTOR_TP/PP/DP/GPUS/RUN_DIR exported (--export=ALL,...) and its output file
+found with scontrol.
+
 Runs go one at a time (every cell once, then again for each repeat), through sbatch or a local torchrun. A
-watchdog reads each run's Megatron iteration lines: with no new line for --hang-timeout seconds (or none
+watchdog reads each run's iteration lines (Megatron's, or --iteration-regex with the named groups iteration
+and ms or s for the iteration's time): with no new line for --hang-timeout seconds (or none
 within --startup-timeout of the start) the run is hung, `hangdoctor attach` diagnoses it while it is still
 hung, and only then is it cancelled (its whole process tree killed under torchrun). Figures are medians after
 --warmup iterations, and say which iterations they cover.
@@ -37,6 +49,7 @@ from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, 
                             CommandError)
 from clicore.argtypes import positive_float, positive_int
 from clicore.extras import check as check_extras
+from experiments.commands.job_flags import check_config_words, iteration_pattern, recorded_job, user_job
 from experiments.hang import AttachOptions
 from experiments.launch import LaunchError
 from experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
@@ -70,15 +83,27 @@ def plot_list(text: str) -> list[str]:
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     m = parser.add_argument_group("the matrix")
     m.add_argument("--config", action="append", default=[], metavar='NAME="FLAGS"',
-                   help="a configuration: the trainer's flags plus --gpus N (repeatable)")
+                   help="a configuration: --gpus N, --tp N, --pp N and the program's (or the trainer's) flags "
+                        "(repeatable)")
     m.add_argument("--toggle", action="append", default=[], metavar="NAME=V1,V2",
                    help="an environment variable, or a trainer flag written --toggle=--flag=V1,V2 (repeatable)")
     m.add_argument("--repeats", type=positive_int, help="runs of every cell (default 1)")
     m.add_argument("--common", default="", metavar='"FLAGS"', help="trainer flags every configuration shares")
     m.add_argument("--spec", type=Path, metavar="FILE", help="the matrix as JSON: common, configs, toggles, repeats")
     m.add_argument("--logs", type=Path, nargs="+", metavar="LOG", help="no runs: tabulate these existing logs")
+    job = parser.add_argument_group("your job (default: the reference trainer)")
+    job.add_argument("--program", metavar='"CMD ARGS"',
+                     help="the command every rank runs, with {tp} {pp} {dp} {gpus} {run_dir} filled in per run, "
+                          'e.g. "python my_train.py --tp {tp}" (under torchrun or srun)')
+    job.add_argument("--sbatch-script", type=Path, metavar="FILE",
+                     help="your own batch script, submitted as it is once per run with the toggles and "
+                          "HANGDOCTOR_TP/PP/DP/GPUS/RUN_DIR exported; its output file found with scontrol")
+    job.add_argument("--iteration-regex", metavar="REGEX",
+                     help="your log's iteration lines, with named groups iteration and ms (or s) for its time, "
+                          "e.g. 'step (?P<iteration>\\d+) .* (?P<ms>[\\d.]+) ms' (default: Megatron's lines)")
     launch = parser.add_argument_group("launching")
-    launch.add_argument("--launcher", choices=("sbatch", "torchrun"), default="sbatch")
+    launch.add_argument("--launcher", choices=("sbatch", "torchrun"),
+                        help="sbatch (the default) or a local torchrun")
     launch.add_argument("--python", default=sys.executable, help="the Python that runs the trainer (default: this one)")
     launch.add_argument("--gpus-per-node", type=positive_int, help="sbatch: ranks per node (default: one node per run)")
     launch.add_argument("--sbatch-option", action="append", default=[], metavar="KEY=VALUE",
@@ -105,8 +130,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, help="the experiment's folder (default ./experiment-<time>)")
     out.add_argument("--warmup", type=int, default=2, help="first iterations left out of the medians (default 2)")
-    out.add_argument("--plot", type=plot_list, default=["tokens", "tflops"], metavar="tokens,tflops",
-                     help=f"PNG plots to draw, among {', '.join(METRICS)} (default tokens,tflops)")
+    out.add_argument("--plot", type=plot_list, metavar="tokens,tflops",
+                     help=f"PNG plots to draw, among {', '.join(METRICS)} (default tokens,tflops; sec with "
+                          "--iteration-regex, whose lines give no tokens or TFLOPs)")
     out.add_argument("--title", default="", help="a title for the markdown table")
     out.add_argument("--resume", action="store_true", help="keep the runs --out already has and run the rest")
     out.add_argument("--dry-run", action="store_true", help="print the runs and what would launch them; run nothing")
@@ -151,17 +177,22 @@ def make_matrix(args: argparse.Namespace) -> Matrix:
         raise CommandError(str(exc), hint="see `hangdoctor experiment --help`", exit_code=EXIT_USAGE) from None
 
 
-def make_launcher(args: argparse.Namespace):
+def make_launcher(args: argparse.Namespace, program):
+    if args.sbatch_script is not None:
+        from experiments.launch_script import ScriptLauncher
+
+        return ScriptLauncher(script=args.sbatch_script, sbatch_options=sbatch_options(args),
+                              time_limit=args.time_limit)
     if args.launcher == "torchrun":
         from experiments.launch_torchrun import TorchrunLauncher
 
-        return TorchrunLauncher(python=args.python)
+        return TorchrunLauncher(python=args.python, program=program)
     from experiments.launch_sbatch import SbatchLauncher
 
     return SbatchLauncher(python=args.python, gpus_per_node=args.gpus_per_node,
                           sbatch_options=sbatch_options(args), nodelist=node_list(args.nodelist, "--nodelist"),
                           time_limit=args.time_limit,
-                          master_port=args.master_port)
+                          master_port=args.master_port, program=program)
 
 
 def check_runs(runs: list[RunSpec], launcher, out: Path) -> list[str]:
@@ -171,13 +202,13 @@ def check_runs(runs: list[RunSpec], launcher, out: Path) -> list[str]:
         return [launcher.describe(spec, run_dir_of(out, spec).resolve()) for spec in runs]
     except ValueError as exc:
         raise CommandError(str(exc),
-                           hint="fix the configuration's --gpus, or --gpus-per-node, or --nodelist",
+                           hint="fix the configuration (its --gpus, its words), or --gpus-per-node, or --nodelist",
                            exit_code=EXIT_USAGE) from None
 
 
-def prepare_out(out: Path, matrix: Matrix, resume: bool) -> None:
+def prepare_out(out: Path, matrix: Matrix, resume: bool, job: dict[str, str]) -> None:
     recorded = out / "matrix.json"
-    wanted = matrix.to_dict()
+    wanted = {**matrix.to_dict(), **job}
     if recorded.exists():
         try:
             before = json.loads(recorded.read_text())
@@ -217,11 +248,12 @@ def report(results: list[RunResult], args: argparse.Namespace, out_dir: Path | N
                       markup=False, highlight=False)
 
 
-def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
+def run_logs(args: argparse.Namespace, out: Console, err: Console, pattern) -> int:
     from experiments.logs import result_from_log
 
-    if args.config or args.toggle or args.spec:
-        raise CommandError("--logs tabulates existing logs: it takes no --config, --toggle or --spec",
+    if args.config or args.toggle or args.spec or args.program or args.sbatch_script:
+        raise CommandError("--logs tabulates existing logs: it takes no --config, --toggle, --spec, --program or "
+                           "--sbatch-script",
                            hint="run the matrix and the logs in two commands", exit_code=EXIT_USAGE)
     if args.out is not None:  # refused before any work: never over an experiment or a user's own tables
         from experiments.outputs import output_names
@@ -238,7 +270,7 @@ def run_logs(args: argparse.Namespace, out: Console, err: Console) -> int:
     results = []
     for index, (path, name) in enumerate(zip(args.logs, names), start=1):
         try:
-            results.append(result_from_log(path, warmup=args.warmup, index=index, name=name))
+            results.append(result_from_log(path, warmup=args.warmup, index=index, name=name, pattern=pattern))
         except ValueError as exc:
             if len(args.logs) == 1:
                 raise CommandError(str(exc), hint="give a Megatron log with iteration lines (lower --warmup for short "
@@ -280,7 +312,8 @@ def progress_events(err: Console, total: int):
             pass
         if "lm loss" in fields:
             figures.append(f"loss {fields['lm loss']}")
-        line(spec, f"iteration {parsed.iteration}/{parsed.train_iters}" + (f" ({', '.join(figures)})" if figures else ""))
+        of = f"/{parsed.train_iters}" if parsed.train_iters else ""
+        line(spec, f"iteration {parsed.iteration}{of}" + (f" ({', '.join(figures)})" if figures else ""))
 
     return Events(started=lambda spec, launched: line(spec, f"started ({launched.ident})"), iteration=iteration,
                   diagnosing=lambda spec, reason: line(spec, f"{reason}: running hangdoctor attach"),
@@ -308,10 +341,16 @@ def stop_signals_interrupt():
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.warmup < 0:
         raise CommandError(f"--warmup {args.warmup} must be 0 or more", hint="e.g. --warmup 2", exit_code=EXIT_USAGE)
+    pattern = iteration_pattern(args.iteration_regex)
+    if args.plot is None:
+        args.plot = ["sec"] if pattern is not None else ["tokens", "tflops"]
     if args.logs:
-        return run_logs(args, out, err)
+        return run_logs(args, out, err, pattern)
+    program = user_job(args)
     matrix = make_matrix(args)
-    launcher = make_launcher(args)
+    if program is not None or args.sbatch_script is not None:
+        check_config_words(matrix)
+    launcher = make_launcher(args, program)
     out_dir = (args.out or Path(f"experiment-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
     runs = matrix.runs()
     described = check_runs(runs, launcher, out_dir)
@@ -320,10 +359,11 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(f"--- run {spec.index}/{len(runs)}: {spec.name} ---", markup=False, highlight=False)
             out.print(text, markup=False, highlight=False, soft_wrap=True)
         return EXIT_OK
-    if args.python == sys.executable:  # the trainer runs under this Python, here or on the nodes (the same path)
+    if program is None and args.sbatch_script is None and args.python == sys.executable:
+        # the reference trainer runs under this Python, here or on the nodes (the same path); a user's job brings its own
         check_extras("hangdoctor experiment", ("torch", "deepspeed"),
                      hint="or pass --python, a Python that has them, to run the trainer")
-    if args.launcher == "sbatch" and shutil.which("sbatch") is None:
+    if launcher.name != "torchrun" and shutil.which("sbatch") is None:
         raise CommandError("sbatch not found on PATH",
                            hint="run this on a SLURM login node, or use --launcher torchrun",
                            exit_code=EXIT_ENVIRONMENT)
@@ -333,13 +373,14 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                         poll_interval=args.poll_interval)
     except ValueError as exc:
         raise CommandError(str(exc), hint="", exit_code=EXIT_USAGE) from None
-    prepare_out(out_dir, matrix, args.resume)
+    prepare_out(out_dir, matrix, args.resume, recorded_job(args))
     from experiments.outputs import load_results
     from experiments.runner import RunnerOptions, run_matrix
 
     attach = None if args.no_attach else AttachOptions(samples=args.attach_samples, interval=args.attach_interval,
                                                        timeout=args.attach_timeout)
-    options = RunnerOptions(limits=limits, attach=attach, warmup=args.warmup, resume=args.resume)
+    options = RunnerOptions(limits=limits, attach=attach, warmup=args.warmup, resume=args.resume,
+                            iteration_pattern=pattern)
     settings = len(runs) // (len(matrix.configs) * matrix.repeats)
     err.print(f"{plural(len(runs), 'run')} ({plural(len(matrix.configs), 'configuration')} x "
               f"{plural(settings, 'toggle setting')} x {plural(matrix.repeats, 'repeat')}) through {launcher.name}, "

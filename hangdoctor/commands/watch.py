@@ -54,7 +54,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     signs.add_argument("--log", type=Path, metavar="FILE", help="the run's log (default: the job's StdOut under "
                        "SLURM; the ranks' stdout when it is a file)")
     signs.add_argument("--iteration-regex", metavar="REGEX", help="lines that mark progress, the iteration number "
-                       "in the first group (default: Megatron's ' iteration N/ M |' lines)")
+                       "in the group named iteration, else the first group (default: Megatron's ' iteration N/ M |' "
+                       "lines)")
     signs.add_argument("--heartbeat", type=Path, metavar="FILE", help="a file the job touches while it runs")
     bounds = parser.add_argument_group("when silence is a stall")
     bounds.add_argument("--stall", type=positive_float, metavar="S",

@@ -1,9 +1,10 @@
 """What counts as progress for a training run: a higher iteration in its log, or a heartbeat file that changed.
 
 Iteration lines are Megatron's and Megatron-DeepSpeed's by default (`throughput.megatron_log`: " iteration 12/
-100 |"); `--iteration-regex` takes any other form, its first group (or the whole match) being the iteration
-number. A repeated or lower number (a line printed twice) is not progress, except right after a stall: a run
-restarted from a checkpoint logs lower iterations again, and any iteration line then counts.
+100 |"); `--iteration-regex` takes any other form, read by `throughput.regex_log` as `hangdoctor experiment`
+reads it: its `iteration` group, else its first group, else the whole match is the iteration number. A repeated
+or lower number (a line printed twice) is not progress, except right after a stall: a run restarted from a
+checkpoint logs lower iterations again, and any iteration line then counts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from clicore.regex import compile_user_regex
 from hangdoctor.watch.logtail import LogTail
 from throughput.megatron_log import parse_iteration_line
+from throughput.regex_log import iteration_number
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,7 @@ def iteration_of(line: str, pattern: re.Pattern | None) -> int | None:
         parsed = parse_iteration_line(line)
         return parsed.iteration if parsed is not None else None
     match = pattern.search(line)
-    if match is None:
-        return None
-    digits = re.search(r"\d+", match.group(1) if match.groups() else match.group(0))
-    return int(digits.group()) if digits else None
+    return iteration_number(match) if match is not None else None
 
 
 class LogProgress:
