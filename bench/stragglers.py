@@ -46,7 +46,7 @@ def attach(job: SlowJob, seconds: float, rate: int, out: Path) -> tuple[dict, fl
 
 
 def iteration_times(job: SlowJob, start: float, end: float) -> list[float]:
-    stamps = [float(x) for x in job.times.read_text().split()]
+    stamps = [float(line.rsplit(" ", 1)[1]) for line in job.times.read_text().splitlines() if " at " in line]
     inside = [t for t in stamps if start <= t <= end]
     return [b - a for a, b in zip(inside, inside[1:])]
 

@@ -71,6 +71,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     verdict.add_argument("--interval", type=positive_float, default=2.0, help="seconds between samples (default 2)")
     verdict.add_argument("--timeout", type=positive_float, default=90.0, help="bound on the collection (default 90)")
     verdict.add_argument("--fr-dir", type=Path, metavar="DIR", help="the job's Flight Recorder dump folder")
+    verdict.add_argument("--slow", type=positive_float, metavar="PCT",
+                         help="slow, not stalled: when the time per iteration stays PCT%% over its running median "
+                              "for 3 polls, take `attach --profile` once (a slow-*/ folder beside the hang reports)")
+    verdict.add_argument("--profile-seconds", type=positive_float, default=20.0, metavar="S",
+                         help="with --slow: how long the profile samples every rank (default 20)")
     verdict.add_argument("--on-hang", metavar="COMMAND", help="run on each stall, with the report folder appended "
                          "as its last argument (split like a shell would, never run by one)")
     parser.add_argument("--out", type=Path, help="folder for the reports and watch.jsonl (default "
@@ -215,6 +220,7 @@ def _attach_args(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from hangdoctor.watch.loop import WatchPlan, watch
+    from hangdoctor.watch.slowdown import SlowDetector
     from hangdoctor.watch.stall import StallClock
 
     on_hang = _check(args)
@@ -231,7 +237,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                            hint="pass --out to a writable folder", exit_code=EXIT_USAGE) from None
     plan = WatchPlan(target=target, job_state=state, progress=sources,
                      clock=StallClock(startup=args.startup, stall=args.stall, floor=args.min_stall), out=folder,
-                     attach_args=_attach_args(args), attach_timeout=args.timeout, on_hang=on_hang, poll=args.poll)
+                     attach_args=_attach_args(args), attach_timeout=args.timeout, on_hang=on_hang, poll=args.poll,
+                     slow=SlowDetector(args.slow) if args.slow else None, profile_seconds=args.profile_seconds)
 
     def say(text: str) -> None:
         out.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hangdoctor.watch.jobstate import DONE, ENDING, PENDING, JobState
+from hangdoctor.watch.slowdown import SlowDetector
 from hangdoctor.watch.stall import StallClock
 from slurm.errors import SlurmCommandMissing
 from slurm.process import run_command
@@ -37,6 +38,8 @@ class WatchPlan:
     on_hang: list[str] | None = None  # argv; the report folder is appended
     poll: float = 10.0
     env: dict[str, str] | None = None
+    slow: SlowDetector | None = None  # --slow PCT: profile once when the iteration time rises that much
+    profile_seconds: float = 20.0
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Outcome:
     succeeded: bool
     reports: list[Path] = field(default_factory=list)
     resumed: list[float] = field(default_factory=list)  # seconds each cleared stall lasted
+    profiles: list[Path] = field(default_factory=list)  # --slow: each slowdown's profile
 
 
 def unique_folder(out: Path, stem: str) -> Path:
@@ -89,9 +93,26 @@ def take_verdict(plan: WatchPlan, silent: float, iteration: int | None, record: 
     return folder
 
 
-def _headline(folder: Path, result) -> str:
+def take_profile(plan: WatchPlan, baseline: float, recent: float, iteration: int | None, record: Recorder) -> Path:
+    """`attach --profile`: which rank the others wait for, in a new folder beside the hang reports."""
+    folder = unique_folder(plan.out, time.strftime("slow-%Y%m%d-%H%M%S"))
+    argv = [sys.executable, "-m", "hangdoctor", "attach", *plan.target, *plan.attach_args, "--profile",
+            f"{plan.profile_seconds:g}", "--out", str(folder)]
+    where = f" at iteration {iteration}" if iteration is not None else ""
+    result = run_command(argv, timeout=plan.attach_timeout + plan.profile_seconds + ATTACH_MARGIN, env=plan.env)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.txt").write_text(result.stdout)
+    (folder / "attach.log").write_text(" ".join(argv) + "\n" + result.stderr)
+    headline = _headline(folder, result, "profile.json")
+    record("slow", f"slow: {recent:.3g}s per iteration against {baseline:.3g}s{where}; profile in {folder}/: "
+           f"{headline}", report=str(folder), baseline_s=round(baseline, 4), recent_s=round(recent, 4),
+           iteration=iteration, attach_exit=result.returncode)
+    return folder
+
+
+def _headline(folder: Path, result, name: str = "report.json") -> str:
     try:
-        return json.loads((folder / "report.json").read_text())["headline"]
+        return json.loads((folder / name).read_text())["headline"]
     except (OSError, ValueError, KeyError, TypeError):
         why = "timed out" if result.timed_out else result.first_error_line()
         return f"no verdict (attach {why}; see {folder}/attach.log)"
@@ -147,6 +168,11 @@ def watch(plan: WatchPlan, say: Callable[[str], None], *, now: Callable[[], floa
                 record("log", f"Warning: log {tail.path} was {event}; following it from its start"
                        if event != "not a regular file" else f"Warning: log {tail.path} is not a regular file; "
                        f"not read", what=event)
+        if plan.slow is not None and not stalled:
+            newest = next((s.last for s in plan.progress if getattr(s, "last", None) is not None), None)
+            slow = plan.slow.feed(t, newest)
+            if slow is not None:
+                outcome.profiles.append(take_profile(plan, *slow, newest, record))
         if plan.clock.check(t):
             iteration = next((s.last for s in plan.progress if getattr(s, "last", None) is not None), None)
             outcome.reports.append(take_verdict(plan, plan.clock.silent_for(t), iteration, record))
