@@ -121,6 +121,10 @@ def assign_missing_ranks(found: list[Found], named: tuple[int, ...] = ()) -> lis
         more = "ranks than processes" if len(named) > len(in_order) else "processes than ranks"
         rest = assign_missing_ranks(found)
         return [f"--ranks names {len(named)} ranks for {len(in_order)} processes without one: more {more}"] + rest
+    said = _ranks_from_locals(unknown)
+    unknown = [f for f in unknown if f.rank is None]
+    if not unknown:
+        return said
     for f in unknown:
         if f.local_rank is None:
             f.local_rank = flag_value(f.cmdline, LOCAL_RANK_FLAGS)
@@ -138,7 +142,7 @@ def assign_missing_ranks(found: list[Found], named: tuple[int, ...] = ()) -> lis
                     f.local_rank = next(free, per_node + len(taken))
                     taken.add(f.local_rank)
                 f.rank, f.rank_source = index * per_node + f.local_rank, "node order + local rank"
-        return [f"{len(unknown)} processes carry no rank (text or bare py-spy dumps): ranks assumed from node "
+        return said + [f"{len(unknown)} processes carry no rank (text or bare py-spy dumps): ranks assumed from node "
                 f"order ({', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}) and --local_rank, "
                 f"{per_node} per node"]
     next_rank = max((f.rank for f in found if f.rank is not None), default=-1) + 1
@@ -146,7 +150,36 @@ def assign_missing_ranks(found: list[Found], named: tuple[int, ...] = ()) -> lis
         for f in by_host[host]:
             f.rank, f.rank_source = next_rank, "order"
             next_rank += 1
-    return [f"{len(unknown)} processes carry no rank: numbered in reading order (node, then order in its file)"]
+    return said + [f"{len(unknown)} processes carry no rank: numbered in reading order (node, then order in its file)"]
+
+
+def _ranks_from_locals(unknown: list[Found]) -> list[str]:
+    """A process without RANK in its environment (mp.spawn passes it as an argument) that sits in torch.distributed's
+    set-up says its rank and world size in the locals of that call (`init_process_group(..., world_size=6, rank=2)`,
+    py-spy --locals): taken when both are whole numbers (env:// leaves them at -1)."""
+    found = 0
+    for f in unknown:
+        for sample in reversed(f.samples):
+            numbers = next((n for thread in sample.threads for n in _rank_locals(thread)), None)
+            if numbers is not None:
+                f.rank, f.world_size = numbers
+                f.rank_source = "locals of torch.distributed's set-up"
+                found += 1
+                break
+    return [f"{found} process{'es' if found > 1 else ''} without RANK in the environment: rank and world size read "
+            f"from the locals of torch.distributed's set-up (init_process_group)"] if found else []
+
+
+_SET_UP = re.compile(r"^(init_process_group|_\w*rendezvous\w*|rendezvous|_create_c10d_store)$")
+
+
+def _rank_locals(thread):
+    for frame, names in zip(thread.frames, thread.locals or ()):
+        if not names or not frame.file.startswith("torch/distributed/") or not _SET_UP.match(frame.name):
+            continue  # other calls' rank and world_size are a subgroup's
+        rank, world = names.get("rank", "").strip(), names.get("world_size", "").strip()
+        if rank.isdigit() and world.isdigit() and int(rank) < int(world):
+            yield int(rank), int(world)
 
 
 def build_records(found: list[Found], dims: ParallelDims | None) -> tuple[list[RankRecord], list[str]]:
