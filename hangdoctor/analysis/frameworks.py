@@ -59,6 +59,9 @@ RULES: tuple[WaitRule, ...] = (
     R("work-wait", "torch.distributed", "torch/distributed/_functional_collectives", "wait_tensor|wait",
       op="wait_tensor", says="a functional collective's result"),
     R("collective", "torch.distributed", "torch/distributed/_symmetric_memory", ".*", op="symmetric memory"),
+    R("collective", "torch.distributed", "torch/distributed/utils.py", "_verify_param_shape_across_processes",
+      op="verify parameter shapes", says="DDP's check at construction that every rank's parameters have the same "
+      "shapes (an all_gather)"),
     R("collective", "torch.distributed", "torch/distributed/utils.py", "_sync_module_states|_sync_params_and_buffers",
       op="broadcast", says="the broadcast of module states at wrapping time"),
     R("work-wait", "torch", "torch/futures/__init__.py", "wait|wait_all|value|Future.wait", op="wait",

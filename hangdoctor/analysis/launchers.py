@@ -160,9 +160,15 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
     for a in aside:
         if a.role == "launcher" and a.pid and a.cmdline:
             first_launcher[a.host] = min(a.pid, first_launcher.get(a.host, a.pid))
+    rank_of = {(f.host, f.pid): f.rank for f in ranks if f.rank is not None}
     kept = []
     for f in ranks:
-        if f.rank is None and (f.host, f.pid) in launching:  # it started a launcher (a runner, a web UI, a script
+        if f.rank is not None and f.ppid and rank_of.get((f.host, f.ppid)) == f.rank:
+            # a process the rank started (a data producer, a logger) inherits its RANK: a helper of that rank
+            where, idle = _describe(f, table)
+            aside.append(SetAside(f.host, f.pid, "worker", f"a child of rank {f.rank} (its RANK inherited)",
+                                  f.cmdline, f.ppid, where, idle))
+        elif f.rank is None and (f.host, f.pid) in launching:  # it started a launcher (a runner, a web UI, a script
             where, idle = _describe(f, table)                 # around torchrun): never a rank itself
             aside.append(SetAside(f.host, f.pid, "launcher", "parent of a launcher", f.cmdline, f.ppid, where, idle))
         elif _started_before_launchers(f, first_launcher) and not _any_thread_communicates(f, table):
