@@ -24,3 +24,23 @@ register(LiveCase("fcl_moe_zero_token_skip", torchrun(3, "fcl_moe_zero_token_ski
 # died), 3 ranks: rank 0's spawn-context metrics logger dies on an empty batch; rank 0 blocks in Queue.put
 # (maxsize=2); ranks 1-2 wait in DDP's gradient all_reduce. Rank 0's multiprocessing resource tracker is dumped too.
 register(LiveCase("fcl_mp_logger_queue_full", torchrun(3, "fcl_mp_logger_queue_full.py"), ranks=3, settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcl_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# sgl-project/sglang PR #31030 (fixes #30476; the same divergence class is tracked in #34572): a PD-disaggregated
+# prefill server with --pp-size 2 (TP=1); an /abort_request lands between the two rounds of the bootstrap consensus:
+# PP0 had already admitted the request, PP1's pop_bootstrapped drops it on its local Failed state. PP0 runs a batch
+# PP1 never runs and waits for its outputs (recv_tensor_dict from the previous stage, round the ring); PP1 waits in
+# recv_requests for the requests PP0 forwards only after that. Launcher: the HTTP server process (uvicorn).
+PD_ARGS = ("--model-path deepseek-ai/DeepSeek-V3-0324 --trust-remote-code --disaggregation-mode prefill "
+           "--pp-size 2 --disaggregation-transfer-backend mooncake --host 0.0.0.0 --port 30000")
+register(LiveCase(
+    "fcl_sglang_pd_prefill_pp_diverge",
+    in_tree("fcl_sglang_pd_prefill_pp_diverge", f"{shlex.quote(PYTHON)} -m sglang.launch_server {PD_ARGS}"),
+    ranks=2, shape=True, settle=2.0, env=shape_env("fcl_sglang_pd_prefill_pp_diverge"),
+))
