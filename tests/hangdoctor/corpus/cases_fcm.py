@@ -24,3 +24,22 @@ register(LiveCase("fcm_mp_producer_killed", torchrun(3, "fcm_mp_producer_killed.
 register(LiveCase("fcm_imagenet_world_size_nodes",
                   (PYTHON, "{fixtures}/fcm_imagenet_world_size_nodes.py", "--world-size", "2", "--rank", "0"),
                   ranks=3, settle=3.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcm_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+
+# vllm-project/vllm#3974 (vLLM 0.4.0.post1, `vllm.entrypoints.openai.api_server --tensor-parallel-size 4` on Ray
+# workers; the 2024-04-15 comment: the 3 non-lead workers stuck in CustomAllreduce._gather_ipc_meta while the custom
+# all-reduce meant to disable itself on >2 PCIe-only GPUs): each rank decides alone from its own GPU's NVLink links;
+# rank 0 (the driver, in the server process) disables it and waits in ray.get for the workers' init_device, ranks 1-3
+# (RayWorkerVllm actors) enable it and wait in all_gather_object for rank 0.
+register(LiveCase(
+    "fcm_vllm_custom_ar_nvlink_split",
+    in_tree("fcm_vllm_custom_ar_nvlink_split",
+            f"{shlex.quote(PYTHON)} -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-2-70b-chat-hf "
+            "--tensor-parallel-size 4"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcm_vllm_custom_ar_nvlink_split"),
+))
