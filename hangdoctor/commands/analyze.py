@@ -44,6 +44,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_topology_flags(parser)
     parser.add_argument("--ranks", type=rank_list, metavar="LIST",
                         help="the ranks of the processes that carry none (a paste), in reading order: e.g. 0-3,8-11")
+    parser.add_argument("--profile", action="store_true",
+                        help="the slow-rank report from the time profiles in the node files (`attach --profile`'s "
+                             "folder) instead of the hang verdict")
     add_rules_flag(parser)
     add_output_flags(parser)
 
@@ -78,5 +81,23 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         collection.partial.append(
             f"no rank in the input: it holds only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
             f"({', '.join(sorted({a.why for a in aside}))}): the ranks' own dumps tell where the job hangs")
+    if args.profile:
+        return show_profile(collection, table, args, out)
     verdict = diagnose(collection, all_threads=args.all_threads, table=table)
     return show(verdict, args, out, err, inputs=args.paths)
+
+
+def show_profile(collection, table, args: argparse.Namespace, out: Console) -> int:
+    """--profile: what `attach --profile` printed, read again from its node files."""
+    import json
+
+    from hangdoctor.analysis.stragglers import find_stragglers
+    from hangdoctor.render.profile import finding_to_dict, render_text
+
+    if not any(record.profile is not None for record in collection.records):
+        raise CommandError("no time profile in the input", hint="`hangdoctor attach --profile SECONDS` takes them; "
+                           "pass its output folder", exit_code=EXIT_NOT_FOUND)
+    report = finding_to_dict(find_stragglers(collection, table))
+    out.file.write(json.dumps(report, indent=1) + "\n" if args.json else render_text(report))
+    out.file.flush()
+    return EXIT_PARTIAL if report["unprofiled"] else EXIT_OK

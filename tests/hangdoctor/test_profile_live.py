@@ -9,8 +9,6 @@ import json
 import pytest
 
 from hangdoctor.collector.profile import parse_raw_line
-from hangdoctor.formats.load import collection_from_docs
-from hangdoctor.identity import TopologyFlags
 from tests.hangdoctor.livejobs import SlowJob
 from tests.support import PYTHON, child_env, run_bounded
 
@@ -62,15 +60,17 @@ def test_no_rank_is_named_when_none_is_slower_and_the_text_says_so(slow_job, tmp
 
 
 def test_the_profile_is_read_again_from_the_node_files(slow_job, tmp_path):
-    """The node file carries the profile: the same finding from the saved files as from the live run."""
-    from hangdoctor.analysis.stragglers import find_stragglers
-
+    """The node files carry the profiles: `analyze --profile` on attach's folder says what attach said."""
     slow_job.slow(1, 1.6)
     result = profile(slow_job, tmp_path / "o", "--json")
     assert result.returncode == 0, result.output[-3000:]
-    docs = [json.loads(p.read_text()) for p in (tmp_path / "o" / "nodes").glob("*.json")]
-    again = find_stragglers(collection_from_docs(docs, TopologyFlags(), source="test", samples=2, interval=1.0))
-    assert [s.ranks for s in again.stragglers] == [s["ranks"] for s in json.loads(result.stdout)["stragglers"]]
+    again = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(tmp_path / "o"), "--profile", "--json"],
+                        timeout=60, env=child_env())
+    assert again.returncode == 0, again.output[-3000:]
+    assert json.loads(again.stdout) == json.loads(result.stdout)
+    plain = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(tmp_path / "o" / "report.json"), "--profile"],
+                        timeout=60, env=child_env())
+    assert plain.returncode == 3 and plain.stderr.startswith("Error: "), plain.output
 
 
 @pytest.mark.parametrize("line, parsed", [
