@@ -106,6 +106,15 @@ def _waits_for_children(found: Found, table: WaitTable) -> bool:
     return all(t is not None and t.active is False for t in threads)
 
 
+def _waits_on_lock(stack, table: WaitTable, waits: dict) -> bool:
+    """The stack waits on a join, an event or a lock; memoised per interned stack (100k ranks share a handful)."""
+    known = waits.get(id(stack))
+    if known is None:
+        wait = table.classify(stack)
+        known = waits[id(stack)] = (stack, wait is not None and wait.kind == "lock")  # the stack kept alive
+    return known[1]
+
+
 def _role_of_awaited_thread(found: Found, table: WaitTable):
     """The launcher role of a thread that the main thread waits for (a join, an event, a future): a Ray driver
     whose main thread joins the threads that sit in ray.get (RLinf's WorkerGroupFuncResult). None when any thread
@@ -133,10 +142,16 @@ def _role_of_awaited_thread(found: Found, table: WaitTable):
 
 def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[SetAside]]:
     """(ranks, set aside)."""
-    ranks, aside = [], []
+    ranks, aside, waits = [], [], {}
+    plain: set = set()  # (main stacks, command line) of processes already found to be plain ranks
     for f in found:
-        role = next((r for r in map(table.process_role, _main_stacks(f)) if r is not None), None)
-        if role is None:
+        stacks = tuple(_main_stacks(f))
+        key = (tuple(map(id, stacks)), f.cmdline)  # interned stacks: 100k ranks share a handful of keys
+        if key in plain:
+            ranks.append(f)
+            continue
+        role = next((r for r in map(table.process_role, stacks) if r is not None), None)
+        if role is None and stacks and _waits_on_lock(stacks[-1], table, waits):
             role = _role_of_awaited_thread(f, table)
         if role is not None and role.kind == "launcher" and _communicates(f, table):
             role = None  # a rank that runs inside a launcher-looking frame (a driver in an engine process)
@@ -146,6 +161,8 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
         titled = helper_by_title(f.cmdline) if role is None and not program else None
         if role is None and not program and titled is None:
             ranks.append(f)
+            if not (stacks and waits.get(id(stacks[-1]), (None, False))[1]):  # a lock wait depends on its threads
+                plain.add(key)  # the stacks whose ids it holds stay alive in `f`
             continue
         where, idle = _describe(f, table)
         if titled is not None:

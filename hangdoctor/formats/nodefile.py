@@ -127,10 +127,10 @@ def read_sample(raw: dict, table: list[Frame] | None = None, stacks: dict | None
 
 def _reader(raw: dict) -> str:
     """Which tool read a sample's stack: the collector's `reader` (pystack), the rank's debug server, or py-spy."""
-    if raw.get("faulthandler_text"):
-        return "torch debug server"
     reader = raw.get("reader")
-    return reader if isinstance(reader, str) and reader else "py-spy"
+    if type(reader) is str and reader:
+        return reader
+    return "torch debug server" if raw.get("faulthandler_text") else "py-spy"
 
 
 _TEXT, _NUMBER, _WHOLE = (str, type(None)), (int, float, type(None)), (int, type(None))
