@@ -22,6 +22,11 @@ per rank), with its process groups renamed as the full job would have them (make
 read by the front end, or summaries reduced on the nodes and carried in the node files.
 
     .venv/bin/python bench/hangdoctor_analysis.py --sizes 16384 65536 131072 --repeat 3 [--flight-recorder nodes]
+    .venv/bin/python bench/hangdoctor_analysis.py --sizes 131072 --forms node-merged --rev 95a2aa7
+
+--rev REV measures the code of that git revision beside this checkout's, on the same dump sets, the two
+alternating run by run (each child is that revision's own copy of this script, in a temporary worktree): a row
+for each; the shared machine's drift then falls on both alike.
 """
 
 from __future__ import annotations
@@ -183,6 +188,37 @@ def measure(folder: str) -> dict:
             "places": [(p.where, p.position) for p in verdict.places]}
 
 
+def measure_size(args: argparse.Namespace, tmp: Path, size: int, form: str, trees: dict[str, Path]) -> None:
+    folder = tmp / f"{size}-{form}"
+    make_dump_set(size, folder, merged=form == "node-merged")
+    reduce_s = make_fr_set(size, folder, where=args.flight_recorder) if args.flight_recorder else 0.0
+    disk = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
+    runs: dict[str, list] = {name: [] for name in trees}
+    for _ in range(args.repeat):
+        for name, tree in trees.items():  # alternating: drift falls on every tree alike
+            out = subprocess.run([sys.executable, str(tree / "bench" / "hangdoctor_analysis.py"), "--child",
+                                  str(folder)], capture_output=True, text=True, check=True, timeout=600)
+            runs[name].append(json.loads(out.stdout))
+    for name, found in runs.items():
+        best = lambda key: min(r[key] for r in found)  # noqa: E731  (least disturbed by the shared machine)
+        whole = min(r["load_s"] + r["verdict_s"] + r["report_s"] for r in found)
+        label = f"{form}" + (f" ({name})" if len(trees) > 1 else "")
+        print(f"| {size:,} | {len(list(folder.iterdir())):,} | {label} | {disk:.0f} MiB | {best('load_s'):.2f} | "
+              f"{best('verdict_s'):.2f} | {best('report_s'):.2f} | "
+              f"{min(r['load_s'] + r['verdict_s'] for r in found):.2f} | {whole:.2f} | "
+              + " / ".join(f"{best(k) / size * 1e6:.1f}" for k in ("load_s", "verdict_s", "terminal_s", "json_s",
+                                                                     "html_s"))
+              + f" / {whole / size * 1e6:.0f} | "
+              f"{max(r['peak_mib'] for r in found):.0f} |", flush=True)
+    if args.flight_recorder == "nodes":
+        print(f"<!-- reducing each rank's Flight Recorder dump on its node took {reduce_s * 1e3:.2f} ms per "
+              f"rank (not in the times above: the nodes do it in parallel) -->", flush=True)
+    shutil.rmtree(folder)
+    first = next(iter(runs.values()))[0]
+    print(f"<!-- {size}: {first['headline']} | {first['places']} | {first['fr']} FR dumps: "
+          f"{first['first_hint'][:300]} -->", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[16384, 65536, 131072])
@@ -191,6 +227,7 @@ def main() -> int:
     parser.add_argument("--flight-recorder", choices=("files", "nodes"),
                         help="also a Flight Recorder dump per rank, derived from the trainer's recorded ones: as "
                              "torch's files beside the node files, or reduced on the nodes and carried in them")
+    parser.add_argument("--rev", help="also measure this git revision's code, alternating with this checkout's")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -201,31 +238,18 @@ def main() -> int:
           "whole s | us per rank: load / verdict / terminal / JSON / HTML / whole | peak MiB |")
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="hd-bench-") as tmp:
-        for size, form in ((size, form) for size in args.sizes for form in args.forms):
-            folder = Path(tmp) / f"{size}-{form}"
-            make_dump_set(size, folder, merged=form == "node-merged")
-            reduce_s = make_fr_set(size, folder, where=args.flight_recorder) if args.flight_recorder else 0.0
-            disk = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
-            runs = []
-            for _ in range(args.repeat):
-                out = subprocess.run([sys.executable, __file__, "--child", str(folder)], capture_output=True,
-                                     text=True, check=True, timeout=600)
-                runs.append(json.loads(out.stdout))
-            best = lambda key: min(r[key] for r in runs)  # noqa: E731  (least disturbed by the shared machine)
-            whole = min(r["load_s"] + r["verdict_s"] + r["report_s"] for r in runs)
-            print(f"| {size:,} | {len(list(folder.iterdir())):,} | {form} | {disk:.0f} MiB | {best('load_s'):.2f} | "
-                  f"{best('verdict_s'):.2f} | {best('report_s'):.2f} | "
-                  f"{min(r['load_s'] + r['verdict_s'] for r in runs):.2f} | {whole:.2f} | "
-                  + " / ".join(f"{best(k) / size * 1e6:.1f}" for k in ("load_s", "verdict_s", "terminal_s", "json_s",
-                                                                         "html_s"))
-                  + f" / {whole / size * 1e6:.0f} | "
-                  f"{max(r['peak_mib'] for r in runs):.0f} |", flush=True)
-            if args.flight_recorder == "nodes":
-                print(f"<!-- reducing each rank's Flight Recorder dump on its node took {reduce_s * 1e3:.2f} ms per "
-                      f"rank (not in the times above: the nodes do it in parallel) -->", flush=True)
-            shutil.rmtree(folder)
-            print(f"<!-- {size}: {runs[0]['headline']} | {runs[0]['places']} | {runs[0]['fr']} FR dumps: "
-                  f"{runs[0]['first_hint'][:300]} -->", flush=True)
+        trees = {"this checkout": REPO}
+        if args.rev:
+            trees[args.rev] = Path(tmp) / "rev"
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(trees[args.rev]),
+                            args.rev], check=True, timeout=120)
+        try:
+            for size, form in ((size, form) for size in args.sizes for form in args.forms):
+                measure_size(args, Path(tmp), size, form, trees)
+        finally:
+            if args.rev:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(trees[args.rev])],
+                               timeout=120)
     return 0
 
 
