@@ -191,6 +191,10 @@ def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap
     evidence = (f"{where} waited on its peers {one.peer_wait:.0%} of its samples; the {len(others)} other rank"
                 f"{'s' if len(others) > 1 else ''} of {one.group} waited {peers_wait:.0%} (median): {gap:.0%} of the "
                 f"time they waited for it (noise at {one.samples} samples: {needed:.0%})")
+    if instead and instead[0].what == "dataloader":  # measured: a loader-bound job looks like this with no slow rank
+        evidence += ("; its extra time is in its DataLoader: if every rank's loader is as slow (a data-bound job), "
+                     "this rank may only be the last to arrive (bench/stragglers.py measures how often a healthy "
+                     "loader-bound job looks so): the loader workers' speed tells")
     return Straggler(ranks=[one.rank], coords=[one.coords], hosts=[one.host], waited_for=gap, own_wait=one.peer_wait,
                      peers_wait=peers_wait, threshold=needed, group=one.group, evidence=evidence, instead=instead[:6])
 
