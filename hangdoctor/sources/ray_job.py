@@ -34,6 +34,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from clicore.extras import needs_error
 from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered, Selection
@@ -41,7 +42,7 @@ from hangdoctor.sources.pyspy import pyspy_version
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach the cluster's GCS, at most
 RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_: ]?(\d+)|(\d+)$", re.IGNORECASE)
-RAY_HINT = "install it with `pip install 'hangdoctor[ray]'` (the same Ray version as the cluster's)"
+RAY_HINT = "the same Ray version as the cluster's (`ray --version` on the head)"
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,9 @@ def import_ray():
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: F401
         from ray.util.state import list_actors  # noqa: F401
-    except ImportError as exc:
-        raise CommandError(f"--ray needs the ray package here ({exc})", hint=RAY_HINT,
-                           exit_code=EXIT_ENVIRONMENT) from None
+    except ImportError:  # exit 4, not the light install's 2: this machine cannot collect from the cluster
+        said = needs_error("attach --ray", ["ray"])
+        raise CommandError(said.message, hint=RAY_HINT, exit_code=EXIT_ENVIRONMENT) from None
     return ray
 
 

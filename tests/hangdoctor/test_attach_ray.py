@@ -5,14 +5,13 @@ running a gloo job of 3 ranks as Ray actors, one per node, hung by rank 1 skippi
 import json
 import os
 import socket
+import sys
 import time
 
 import pytest
 
+from hangdoctor.sources.ray_job import Actor, gcs_address, ranks_from_names
 from tests.support import PYTHON, REPO, child_env, run_bounded
-
-ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
 
 WORLD, FAULTY, LIFETIME = 3, 1, 150.0
 ATTACH = [PYTHON, "-m", "hangdoctor", "attach"]
@@ -27,6 +26,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def ray_job(tmp_path_factory):
     """(cluster address, {rank: pid}) of the hung job; the cluster and every actor end with the module."""
+    ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -74,6 +74,7 @@ def verdict_core(data: dict) -> dict:
             "suspects": [(s["folded"], s["kind"]) for s in data["suspects"]], "headline": data["headline"]}
 
 
+@pytest.mark.slow
 def test_ray_attach_names_the_skipping_rank_first_and_matches_attach_pid(ray_job, tmp_path):
     address, pids = ray_job
     result = attach("--ray", address, "--samples", "2", "--interval", "0.5", "--json", "--out", str(tmp_path / "r"))
@@ -100,6 +101,7 @@ def test_ray_attach_names_the_skipping_rank_first_and_matches_attach_pid(ray_job
 
 
 def test_ray_address_without_a_cluster_is_one_error_line_within_the_bound():
+    pytest.importorskip("ray")
     start = time.monotonic()
     result = attach("--ray", f"127.0.0.1:{free_port()}", timeout=30)
     assert time.monotonic() - start < 20
@@ -110,3 +112,35 @@ def test_ray_address_without_a_cluster_is_one_error_line_within_the_bound():
 def test_ray_filter_without_ray_is_a_usage_error():
     result = attach("--local", "--ray-job", "02000000", timeout=30)
     assert result.returncode == 2 and "--ray-job goes with --ray" in result.stderr
+
+
+def test_without_ray_installed_attach_ray_says_so_in_one_line(monkeypatch, tmp_path, capsys):
+    from hangdoctor.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as where it is not installed
+    assert main(["attach", "--ray", "--out", str(tmp_path / "o")]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("Error: attach --ray needs ray: pip install 'hangdoctor[ray]'") and err.count("Error:") == 1
+    assert not (tmp_path / "o").exists(), "nothing collected: no folder left behind"
+
+
+def test_ranks_from_actor_names_only_where_the_environment_has_none():
+    actors = [Actor(pid=10, node_id="n", job_id="01000000", class_name="Worker", name="rank-3"),
+              Actor(pid=11, node_id="n", job_id="01000000", class_name="Worker", name="worker_7"),
+              Actor(pid=12, node_id="n", job_id="01000000", class_name="Worker", name="rank-5"),
+              Actor(pid=13, node_id="n", job_id="01000000", class_name="RayTrainWorker", name="")]
+    doc = {"processes": [{"pid": 10, "rank": None}, {"pid": 11, "rank": None}, {"pid": 12, "rank": 1},
+                         {"pid": 13, "rank": None}]}
+    warnings = ranks_from_names([doc], actors)
+    assert [(p["rank"], p.get("rank_key")) for p in doc["processes"]] == [
+        (3, "Ray actor name"), (7, "Ray actor name"), (1, None), (None, None)]
+    assert len(warnings) == 1 and "RayTrainWorker pid 13" in warnings[0] and "Ray Train" in warnings[0]
+
+
+def test_gcs_address(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert gcs_address("auto") == "10.0.0.1:6379"
+    assert gcs_address("ray://head:10001") == "head:10001"
+    monkeypatch.delenv("RAY_ADDRESS")
+    monkeypatch.setenv("RAY_TMPDIR", "/nonexistent")
+    assert gcs_address("auto") is None  # Ray finds it, or says there is none
