@@ -84,7 +84,7 @@ def collect_ray(options: CollectOptions, target: RayTarget) -> Gathered:
         docs = [doc for doc in got.values() if doc]
     finally:
         ray.shutdown()
-    warnings = ranks_from_names(docs, actors)
+    warnings = ranks_from_names(docs, actors, names)
     jobs = sorted({a.job_id for a in actors})
     source = (f"Ray cluster {address}, job {', '.join(jobs)} ({len(names)} node{'s' if len(names) != 1 else ''})")
     if not docs and lost:
@@ -228,10 +228,10 @@ def run_on_nodes(ray, task, actors: list[Actor], names: dict[str, str], *, timeo
 
 def keep_ranked(ray, actors: list[Actor], names: dict[str, str], *, timeout: float):
     """The actors whose start-up environment has RANK, when any has; else all of them. A node that did not
-    answer keeps all its actors: the collection that follows reports it."""
+    answer keeps all its actors: the collection that follows reports it. (Pids repeat across nodes.)"""
     found, _ = run_on_nodes(ray, rank_probe_task, actors, names, timeout=timeout)
-    ranked = {pid for pids in found.values() for pid in pids}
-    return [a for a in actors if a.pid in ranked or a.node_id not in found] if ranked else actors
+    ranked = {(node_id, pid) for node_id, pids in found.items() for pid in pids}
+    return [a for a in actors if (a.node_id, a.pid) in ranked or a.node_id not in found] if ranked else actors
 
 
 def rank_probe_task(pids: list[int], node: str, budget: float) -> list[int]:
@@ -259,13 +259,14 @@ def local_program(path: str) -> str:
     return shutil.which(name) or (here if os.path.isfile(here) else path)
 
 
-def ranks_from_names(docs: list[dict], actors: list[Actor]) -> list[str]:
-    """Ranks from the actors' names for the processes without one in their environment (in place); warnings."""
-    by_pid = {a.pid: a for a in actors}
+def ranks_from_names(docs: list[dict], actors: list[Actor], names: dict[str, str]) -> list[str]:
+    """Ranks from the actors' names for the processes without one in their environment (in place); warnings.
+    `names`: node id -> the name of its document."""
+    by_place = {(names[a.node_id], a.pid): a for a in actors}
     unnamed = []
     for doc in docs:
         for proc in doc.get("processes", []):
-            actor = by_pid.get(proc.get("pid"))
+            actor = by_place.get((doc.get("node"), proc.get("pid")))
             if proc.get("rank") is not None or actor is None:
                 continue
             found = RANK_IN_NAME.search(actor.name)

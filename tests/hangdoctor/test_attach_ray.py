@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hangdoctor.sources.ray_job import Actor, gcs_address, ranks_from_names
+from hangdoctor.sources.ray_job import Actor, gcs_address, ranks_from_names, run_on_nodes
 from tests.support import PYTHON, REPO, child_env, run_bounded
 
 WORLD, FAULTY, LIFETIME = 3, 1, 150.0
@@ -54,7 +54,8 @@ def ray_job(tmp_path_factory):
             assert time.monotonic() < deadline, f"ranks ready after 60 s: {sorted(p.name for p in ready.iterdir())}"
             time.sleep(0.5)
         time.sleep(1.0)  # the ranks reach their waits
-        yield cluster.address, {rank: int((ready / f"rank{rank}").read_text()) for rank in range(WORLD)}
+        pids = {rank: int((ready / f"rank{rank}").read_text()) for rank in range(WORLD)}
+        yield cluster.address, pids, [node.node_id for node in nodes]
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -76,7 +77,7 @@ def verdict_core(data: dict) -> dict:
 
 @pytest.mark.slow
 def test_ray_attach_names_the_skipping_rank_first_and_matches_attach_pid(ray_job, tmp_path):
-    address, pids = ray_job
+    address, pids, _ = ray_job
     result = attach("--ray", address, "--samples", "2", "--interval", "0.5", "--json", "--out", str(tmp_path / "r"))
     assert result.returncode == 0, result.output[-3000:]
     data = json.loads(result.stdout)
@@ -98,6 +99,24 @@ def test_ray_attach_names_the_skipping_rank_first_and_matches_attach_pid(ray_job
                    "--out", str(tmp_path / "n"))
     assert named.returncode == 1, named.output[-3000:]  # partial: rank 1 left out by the filter, so missing
     assert [p["folded"] for p in json.loads(named.stdout)["places"]] == ["0,2"]
+
+
+@pytest.mark.slow
+def test_a_node_whose_task_is_late_or_fails_is_a_failed_node_within_the_bound(ray_job):
+    import ray
+    from tests.hangdoctor.fixtures.ray_gloo import failing_task, late_task
+
+    _, pids, nodes = ray_job
+    actors = [Actor(pid=pids[rank], node_id=nodes[rank], job_id="", class_name="GlooRank", name=f"rank-{rank}")
+              for rank in range(WORLD)]
+    names = {node: f"node{i}" for i, node in enumerate(nodes)}
+    start = time.monotonic()
+    found, failed = run_on_nodes(ray, late_task, actors, names, timeout=3.0)
+    assert time.monotonic() - start < 8 and found == {}
+    assert sorted(f.name for f in failed) == ["node0", "node1", "node2"]
+    assert all(not f.ok and "did not answer within 3s" in f.error for f in failed)
+    found, failed = run_on_nodes(ray, failing_task, actors[:1], names, timeout=20.0)
+    assert found == {} and failed[0].name == "node0" and "collector broke on node0" in failed[0].error
 
 
 def test_ray_address_without_a_cluster_is_one_error_line_within_the_bound():
@@ -129,11 +148,13 @@ def test_ranks_from_actor_names_only_where_the_environment_has_none():
               Actor(pid=11, node_id="n", job_id="01000000", class_name="Worker", name="worker_7"),
               Actor(pid=12, node_id="n", job_id="01000000", class_name="Worker", name="rank-5"),
               Actor(pid=13, node_id="n", job_id="01000000", class_name="RayTrainWorker", name="")]
-    doc = {"processes": [{"pid": 10, "rank": None}, {"pid": 11, "rank": None}, {"pid": 12, "rank": 1},
-                         {"pid": 13, "rank": None}]}
-    warnings = ranks_from_names([doc], actors)
+    doc = {"node": "host-a", "processes": [{"pid": 10, "rank": None}, {"pid": 11, "rank": None},
+                                           {"pid": 12, "rank": 1}, {"pid": 13, "rank": None}]}
+    other = {"node": "host-b", "processes": [{"pid": 10, "rank": None}]}  # the same pid on another node
+    warnings = ranks_from_names([doc, other], actors, {"n": "host-a"})
     assert [(p["rank"], p.get("rank_key")) for p in doc["processes"]] == [
         (3, "Ray actor name"), (7, "Ray actor name"), (1, None), (None, None)]
+    assert other["processes"][0]["rank"] is None, "a pid of another node is another process"
     assert len(warnings) == 1 and "RayTrainWorker pid 13" in warnings[0] and "Ray Train" in warnings[0]
 
 
@@ -144,3 +165,10 @@ def test_gcs_address(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS")
     monkeypatch.setenv("RAY_TMPDIR", "/nonexistent")
     assert gcs_address("auto") is None  # Ray finds it, or says there is none
+
+
+def test_hangdoctor_imports_ray_only_when_attach_ray_runs():
+    code = ("import sys, hangdoctor.cli, hangdoctor.commands.attach, hangdoctor.sources.ray_job; "
+            "print('ray' in sys.modules)")
+    result = run_bounded([PYTHON, "-c", code], timeout=60, cwd=REPO)
+    assert result.stdout.strip() == "False", result.output[-2000:]
