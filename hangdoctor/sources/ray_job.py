@@ -131,11 +131,11 @@ def connect(ray, address: str, *, timeout: float) -> str:
         if not host or not port.isdigit():
             raise CommandError(f"--ray {address}: expected HOST:PORT, ray://HOST:PORT or auto",
                                hint="e.g. --ray 10.0.0.1:6379 (the head's GCS port)", exit_code=EXIT_USAGE)
-        try:
-            socket.create_connection((host, int(port)), timeout=timeout).close()
-        except OSError as exc:
-            raise CommandError(f"no Ray cluster at {probe}: {exc.strerror or exc}", exit_code=EXIT_ENVIRONMENT,
-                               hint="check the head's address and port (`ray status` on the head)") from None
+        problem = speaks_grpc(host, int(port), timeout=timeout)
+        if problem:
+            raise CommandError(f"no Ray cluster at {probe}: {problem}", exit_code=EXIT_ENVIRONMENT,
+                               hint="pass the head's GCS address (port 6379 unless `ray start --port` said "
+                                    "otherwise; `ray status` on the head), not the dashboard's")
     try:
         ray.init(address=address if probe is None else (address if "://" in address else probe),
                  logging_level="ERROR", log_to_driver=False, configure_logging=False)
@@ -144,6 +144,26 @@ def connect(ray, address: str, *, timeout: float) -> str:
         raise CommandError(f"cannot connect to the Ray cluster at {address}: {said}", exit_code=EXIT_ENVIRONMENT,
                            hint="start one with `ray start --head`, or pass --ray HOST:PORT or set RAY_ADDRESS") from None
     return probe or ray.get_runtime_context().gcs_address
+
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS
+
+
+def speaks_grpc(host: str, port: int, *, timeout: float) -> str:
+    """"" when host:port answers HTTP/2's preface with a SETTINGS frame, as Ray's GCS (gRPC) does; else why not.
+    ray.init retries an address that accepts connections but is no GCS (a dashboard port) for minutes."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(H2_PREFACE)
+            head = conn.recv(9)
+    except socket.timeout:
+        return f"it did not answer within {timeout:g}s"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if len(head) == 9 and head[3] == 4:
+        return ""
+    return "it does not speak gRPC" + (f" (it said {head[:8]!r})" if head else " (it closed the connection)")
 
 
 def find_actors(target: RayTarget, *, timeout: float) -> list[Actor]:
@@ -188,7 +208,7 @@ def node_names(actors: list[Actor]) -> dict[str, str]:
     from ray.util.state import list_nodes
 
     try:
-        hosts = {n.node_id: n.node_name or n.node_ip for n in list_nodes(raise_on_missing_output=False)}
+        hosts = {n.node_id: n.node_name or n.node_ip for n in list_nodes(timeout=10, raise_on_missing_output=False)}
     except Exception:  # names only: the ids still tell the nodes apart
         hosts = {}
     ids = sorted({a.node_id for a in actors})

@@ -128,6 +128,18 @@ def test_ray_address_without_a_cluster_is_one_error_line_within_the_bound():
     assert result.stderr.startswith("Error: no Ray cluster at 127.0.0.1:") and result.stderr.count("Error:") == 1
 
 
+def test_ray_address_that_is_no_gcs_is_refused_within_the_bound():
+    pytest.importorskip("ray")
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers, as a
+        silent.bind(("127.0.0.1", 0))  # wrong port might; ray.init would retry it for minutes
+        silent.listen(4)
+        start = time.monotonic()
+        result = attach("--ray", f"127.0.0.1:{silent.getsockname()[1]}", "--timeout", "3", timeout=30)
+    assert time.monotonic() - start < 15
+    assert result.returncode == 4, result.output[-2000:]
+    assert "it did not answer within 3s" in result.stderr and result.stderr.count("Error:") == 1
+
+
 def test_ray_filter_without_ray_is_a_usage_error():
     result = attach("--local", "--ray-job", "02000000", timeout=30)
     assert result.returncode == 2 and "--ray-job goes with --ray" in result.stderr
