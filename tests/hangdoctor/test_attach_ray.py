@@ -25,16 +25,19 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ray_job(tmp_path_factory):
-    """(cluster address, {rank: pid}) of the hung job; the cluster and every actor end with the module."""
+    """(cluster address, {rank: pid}, [node id of each rank]) of the hung job; the cluster and every actor end
+    with the module (each actor also ends itself after LIFETIME seconds)."""
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ready = tmp_path_factory.mktemp("ray-ready")
-    saved = os.environ.get("PYTHONPATH")
+    saved = {key: os.environ.get(key) for key in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED")}
     os.environ["PYTHONPATH"] = child_env()["PYTHONPATH"]  # the nodes' workers import the fixture and the collector
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # nothing leaves this machine
+    cluster = None
     try:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
         nodes = [cluster.head_node] + [cluster.add_node(num_cpus=1) for _ in range(WORLD - 1)]
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
@@ -58,11 +61,13 @@ def ray_job(tmp_path_factory):
         yield cluster.address, pids, [node.node_id for node in nodes]
     finally:
         ray.shutdown()
-        cluster.shutdown()
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        if cluster is not None:
+            cluster.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def attach(*args, timeout=90):
