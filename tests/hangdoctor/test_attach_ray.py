@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from hangdoctor.collector.procs import read_stat
 from hangdoctor.sources.ray_job import Actor, gcs_address, ranks_from_names, run_on_nodes
-from tests.support import PYTHON, REPO, child_env, run_bounded
+from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 
 WORLD, FAULTY, LIFETIME = 3, 1, 150.0
 ATTACH = [PYTHON, "-m", "hangdoctor", "attach"]
@@ -35,7 +36,7 @@ def ray_job(tmp_path_factory):
     saved = {key: os.environ.get(key) for key in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED")}
     os.environ["PYTHONPATH"] = child_env()["PYTHONPATH"]  # the nodes' workers import the fixture and the collector
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # nothing leaves this machine
-    cluster = None
+    cluster, pids = None, {}
     try:
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
         nodes = [cluster.head_node] + [cluster.add_node(num_cpus=1) for _ in range(WORLD - 1)]
@@ -63,11 +64,20 @@ def ray_job(tmp_path_factory):
         ray.shutdown()
         if cluster is not None:
             cluster.shutdown()
+        end_by(list(pids.values()), deadline=time.monotonic() + 10)  # the ranks: gone with their raylets, or killed
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def end_by(pids: list[int], *, deadline: float) -> None:
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if (read_stat(pid) or {"state": "Z"})["state"] != "Z"]
+        time.sleep(0.2)
+    for pid in pids:
+        kill_tree(pid)
 
 
 def attach(*args, timeout=90):
