@@ -1,8 +1,8 @@
 """Collect from the actors of a Ray cluster: Ray's state API finds them, a Ray task pinned to each of their nodes
 runs the collector there. Ray is the engine that reaches the nodes: no ssh, no second scheduler.
 
-    1. connect (`ray.init(ADDRESS)`) after a bounded TCP probe of the GCS: ray.init itself retries a dead
-       address for a minute or more;
+    1. connect (`ray.init(ADDRESS)`) after a bounded probe that the GCS answers as a gRPC server: ray.init
+       itself retries a dead or wrong address for minutes;
     2. `ray.util.state.list_actors` (state ALIVE): each actor's pid, node id, class, name and job, filtered by
        `RayTarget` (job id or submission id, class name, name regex);
     3. without a filter, one small pinned task per node reads the candidates' /proc/PID/environ: the actors with
@@ -79,6 +79,7 @@ def collect_ray(options: CollectOptions, target: RayTarget) -> Gathered:
         left = options.timeout - (time.monotonic() - start)
         if not target.filtered:
             actors = keep_ranked(ray, actors, names, timeout=min(left / 2, 15.0))
+            names = {a.node_id: names[a.node_id] for a in actors}  # the nodes that run a rank
         left = options.timeout - (time.monotonic() - start)
         got, lost = run_on_nodes(ray, collect_task, actors, names, timeout=left, options=options)
         docs = [doc for doc in got.values() if doc]
@@ -86,7 +87,7 @@ def collect_ray(options: CollectOptions, target: RayTarget) -> Gathered:
         ray.shutdown()
     warnings = ranks_from_names(docs, actors, names)
     jobs = sorted({a.job_id for a in actors})
-    source = (f"Ray cluster {address}, job {', '.join(jobs)} ({len(names)} node{'s' if len(names) != 1 else ''})")
+    source = f"Ray cluster {address}, job {', '.join(jobs)} ({len(names)} node{'s' if len(names) != 1 else ''})"
     if not docs and lost:
         raise CommandError(f"no node of {source} answered: {lost[0].name}: {lost[0].error}",
                            hint="check that hangdoctor and py-spy are installed where the cluster's workers run",
@@ -142,7 +143,8 @@ def connect(ray, address: str, *, timeout: float) -> str:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         said = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise CommandError(f"cannot connect to the Ray cluster at {address}: {said}", exit_code=EXIT_ENVIRONMENT,
-                           hint="start one with `ray start --head`, or pass --ray HOST:PORT or set RAY_ADDRESS") from None
+                           hint="start one with `ray start --head`, or pass --ray HOST:PORT or set RAY_ADDRESS") \
+            from None
     return probe or ray.get_runtime_context().gcs_address
 
 
@@ -183,9 +185,9 @@ def find_actors(target: RayTarget, *, timeout: float) -> list[Actor]:
     except CommandError:
         raise
     except Exception as exc:  # the state API raises its own types (and requests'); all mean the same here
-        raise CommandError(f"Ray's state API did not answer: {str(exc).splitlines()[0][:300] if str(exc) else exc!r}",
-                           hint="check `ray list actors` from here (the head's dashboard, ray[default], serves the state API)",
-                           exit_code=EXIT_ENVIRONMENT) from None
+        said = str(exc).splitlines()[0][:300] if str(exc) else repr(exc)
+        raise CommandError(f"Ray's state API did not answer: {said}", exit_code=EXIT_ENVIRONMENT,
+                           hint="check `ray list actors` from here (the head's dashboard, ray[default], serves it)")
     name_re = re.compile(target.actor_name) if target.actor_name else None
     actors = [Actor(pid=int(a.pid), node_id=a.node_id, job_id=a.job_id, class_name=a.class_name or "",
                     name=a.name or "")
