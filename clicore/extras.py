@@ -22,6 +22,7 @@ EXTRA_OF = {  # top-level module -> the extra that installs it (pyproject.toml's
     "safetensors": "train",
     "deepspeed": "train",
     "matplotlib": "plots",
+    "ray": "ray",
 }
 
 

@@ -4,6 +4,7 @@
     hangdoctor attach --local                           # the torchrun job on this machine (--run-id when several)
     hangdoctor attach --pid 4242 4243                   # given processes
     hangdoctor attach --hostfile hostfile --match MASTER_PORT=29500   # pdsh, without SLURM
+    hangdoctor attach --ray --ray-job 02000000          # a Ray cluster's actors: one pinned Ray task per node
     hangdoctor attach --local --samples 3 --interval 2  # unchanged stacks = stuck, changing = progressing
     hangdoctor attach --jobid 1234 --profile 20         # slow, not hung: which rank the others wait for
 
@@ -43,7 +44,7 @@ EXIT_CODES = {
     EXIT_USAGE: "bad command line, or --out cannot be written",
     EXIT_NOT_FOUND: "nothing to attach to: job not found or not running, no rank found, hostfile names no host",
     EXIT_ENVIRONMENT: "cannot collect: py-spy (and pystack) missing, ptrace denied for every rank, srun/pdsh/"
-                      "scontrol failed or missing, not the job's owner",
+                      "scontrol failed or missing, not the job's owner, ray missing or its cluster not reached",
     EXIT_INTERRUPTED: INTERRUPTED_TEXT,
 }
 
@@ -65,11 +66,19 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--pid", type=pid_list, action="append", metavar="PID", nargs="+",
                         help="these processes (space- or comma-separated)")
     target.add_argument("--hostfile", type=Path, metavar="FILE", help="every host of a pdsh/DeepSpeed hostfile")
+    target.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                        help="the actors of a Ray cluster (ADDRESS: HOST:PORT of its GCS, ray://..., or auto, the "
+                             "default: RAY_ADDRESS or this machine's cluster); without --ray-* filters, every live "
+                             "actor with RANK in its environment, else every live actor")
     select = parser.add_argument_group("selecting the job's processes")
     select.add_argument("--run-id", help="with --local: the torchrun run id (TORCHELASTIC_RUN_ID) to attach to")
     select.add_argument("--match", action="append", default=[], metavar="KEY[=VALUE]",
                         help="with --local or --hostfile: an environment variable the ranks carry, e.g. "
                              "MASTER_PORT=29500 (repeatable; --hostfile defaults to RANK)")
+    select.add_argument("--ray-job", metavar="ID", help="with --ray: the Ray job id (e.g. 02000000) or job "
+                        "submission id (raysubmit_...) whose actors to attach to")
+    select.add_argument("--ray-actor-class", metavar="NAME", help="with --ray: actors of this class only")
+    select.add_argument("--ray-actor-name", metavar="REGEX", help="with --ray: actors whose name matches REGEX")
     select.add_argument("--rcmd", default="ssh", help="with --hostfile: pdsh's remote command module (default ssh)")
     sampling = parser.add_argument_group("sampling")
     sampling.add_argument("--samples", type=int, default=2,
@@ -138,6 +147,17 @@ def check_args(args: argparse.Namespace) -> None:
     if args.run_id and not args.local:
         raise CommandError("--run-id goes with --local", hint="hangdoctor attach --local --run-id ID",
                            exit_code=EXIT_USAGE)
+    ray_filters = [flag for flag, value in (("--ray-job", args.ray_job), ("--ray-actor-class", args.ray_actor_class),
+                                            ("--ray-actor-name", args.ray_actor_name)) if value]
+    if ray_filters and not args.ray:
+        raise CommandError(f"{ray_filters[0]} goes with --ray", hint="e.g. --ray --ray-job 02000000",
+                           exit_code=EXIT_USAGE)
+    if args.ray_actor_name:
+        try:
+            re.compile(args.ray_actor_name)
+        except re.error as exc:
+            raise CommandError(f"--ray-actor-name {args.ray_actor_name!r}: {exc}", hint="e.g. --ray-actor-name "
+                               "'^rank-'", exit_code=EXIT_USAGE) from None
     if args.match and not (args.local or args.hostfile):
         raise CommandError("--match goes with --local or --hostfile",
                            hint="e.g. --local --match MASTER_PORT=29500", exit_code=EXIT_USAGE)
@@ -148,6 +168,12 @@ def gather(args: argparse.Namespace, options: CollectOptions, err: Console) -> G
         from hangdoctor.sources.slurm_job import collect_slurm_job
         with progress_display(err, f"collecting from SLURM job {args.jobid} (one srun step)"):
             return collect_slurm_job(options, args.jobid, python=args.python)
+    if args.ray:
+        from hangdoctor.sources.ray_job import RayTarget, collect_ray
+        target = RayTarget(address=args.ray, job=args.ray_job, actor_class=args.ray_actor_class,
+                           actor_name=args.ray_actor_name)
+        with progress_display(err, f"collecting from the Ray cluster at {args.ray} (one task per node)"):
+            return collect_ray(options, target)
     if args.hostfile:
         from hangdoctor.sources.pdsh import collect_hostfile
         with progress_display(err, f"collecting from the hosts of {args.hostfile} over pdsh"):
@@ -178,7 +204,8 @@ def progress_display(err: Console, text: str, *, counted: bool = False):
 
 
 def default_out(args: argparse.Namespace) -> Path:
-    label = f"job{args.jobid}" if args.jobid else "local" if args.local else "pids" if args.pid else "hosts"
+    label = (f"job{args.jobid}" if args.jobid else "local" if args.local else "pids" if args.pid else
+             "ray" if args.ray else "hosts")
     return Path(f"hangdoctor-{label}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 

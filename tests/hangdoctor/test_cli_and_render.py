@@ -111,7 +111,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_codes(tmp_path):
 
 def test_usage_errors_exit_2_with_one_line(capsys):
     assert main(["attach"]) == EXIT_USAGE  # argparse's own error: main still returns the code
-    assert "Error: one of the arguments --jobid --local --pid --hostfile is required" in capsys.readouterr().err
+    assert "Error: one of the arguments --jobid --local --pid --hostfile --ray is required" in capsys.readouterr().err
     code, _, err = run("attach", "--local", "--samples", "5", "--interval", "20", "--timeout", "10")
     assert code == EXIT_USAGE and "raise --timeout" in err
     code, _, err = run("attach", "--pid", "1", "--run-id", "x")
