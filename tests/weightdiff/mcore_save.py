@@ -1,0 +1,132 @@
+"""Real Megatron-Core `torch_dist` checkpoints for weightdiff's tests: megatron-core's own
+`dist_checkpointing.save`, 2 processes (TP=2), gloo, CPU.
+
+    python tests/weightdiff/mcore_save.py OUT
+
+Each rank builds its tensor-parallel slice of a tiny GPT's state as Megatron-Core's layers describe it in
+`sharded_state_dict()`: `ShardedTensor.from_rank_offsets` with the TP axis of each weight (the embedding and
+QKV split by rows, the output projection by columns, layer norms replicated: replica_id = tp rank), the rng
+state as a `ShardedObject` per (pp, tp) rank, and the plain entries (args, iteration, checkpoint_version) that
+go to `common.pt`. Saved as Megatron-LM's `save_checkpoint` does with `--ckpt-format torch_dist`:
+`dist_checkpointing.save(state, OUT/NAME/iter_0000010, sharded_strategy=("torch_dist", 1))`, then rank 0 writes
+`latest_checkpointed_iteration.txt`. Written:
+
+    OUT/a, OUT/a2    the same state
+    OUT/b            decoder.layers.0.self_attention.linear_qkv.weight[13, 2] + 1 (in tp rank 1's half)
+    OUT/lr           the same tensors, args.lr 5e-4 instead of 1e-3 (common.pt only)
+    OUT/full.pt      the whole tensors (rank 0, a torch.save), the reference
+
+Megatron-Core (0.16.1) saves on CPU with two of its `torch.cuda` calls stubbed here (`stub_cuda`), in these
+processes only: the writer's `torch.cuda.synchronize()` after its (non-blocking) copies of the tensors to CPU,
+a no-op for tensors that are on CPU already, and `torch.cuda.current_device()` as the device of the one-element
+failure flag it broadcasts after writing, made on CPU instead (gloo). Everything else is megatron-core's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import sys
+import warnings
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+ITERATION = 10
+TP = 2
+HIDDEN, VOCAB, FFN = 8, 16, 32
+
+
+def full_tensors(changed: bool) -> dict[str, torch.Tensor]:
+    """The whole model: name -> (tensor), as one process would hold it."""
+    g = torch.Generator().manual_seed(0)
+    full = {
+        "embedding.word_embeddings.weight": torch.randn(VOCAB, HIDDEN, generator=g),  # (vocab, h)
+        "decoder.layers.0.self_attention.linear_qkv.weight": torch.randn(3 * HIDDEN, HIDDEN, generator=g),
+        "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight": torch.ones(HIDDEN),
+        "decoder.layers.0.self_attention.linear_proj.weight": torch.randn(HIDDEN, HIDDEN, generator=g),
+        "decoder.layers.0.mlp.linear_fc1.weight": torch.randn(FFN, HIDDEN, generator=g).bfloat16(),
+        "decoder.layers.0.mlp.linear_fc2.weight": torch.randn(HIDDEN, FFN, generator=g).bfloat16(),
+        "decoder.final_layernorm.weight": torch.randn(HIDDEN, generator=g),
+    }
+    if changed:
+        full["decoder.layers.0.self_attention.linear_qkv.weight"][13, 2] += 1.0
+    return full
+
+
+TP_AXIS = {  # the axis each weight is split on across tensor-parallel ranks (None: replicated)
+    "embedding.word_embeddings.weight": 0,  # VocabParallelEmbedding
+    "decoder.layers.0.self_attention.linear_qkv.weight": 0,  # ColumnParallelLinear
+    "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight": None,
+    "decoder.layers.0.self_attention.linear_proj.weight": 1,  # RowParallelLinear
+    "decoder.layers.0.mlp.linear_fc1.weight": 0,
+    "decoder.layers.0.mlp.linear_fc2.weight": 1,
+    "decoder.final_layernorm.weight": None,
+}
+
+
+def sharded_state(tp_rank: int, changed: bool, lr: float) -> dict:
+    from megatron.core.dist_checkpointing import ShardedObject, ShardedTensor
+
+    model = {}
+    for name, tensor in full_tensors(changed).items():
+        axis = TP_AXIS[name]
+        if axis is None:
+            model[name] = ShardedTensor.from_rank_offsets(name, tensor.clone(), replica_id=(0, tp_rank, 0))
+        else:
+            local = tensor.chunk(TP, dim=axis)[tp_rank].clone()
+            model[name] = ShardedTensor.from_rank_offsets(name, local, (axis, tp_rank, TP), replica_id=(0, 0, 0))
+    random.seed(1234)
+    np.random.seed(1234)
+    torch.manual_seed(1234)
+    rng = [{"random_rng_state": random.getstate(), "np_rng_state": np.random.get_state(),
+            "torch_rng_state": torch.get_rng_state(), "rng_tracker_states": {}}]
+    args = argparse.Namespace(tensor_model_parallel_size=TP, pipeline_model_parallel_size=1, data_parallel_size=1,
+                              hidden_size=HIDDEN, lr=lr, ckpt_format="torch_dist", iteration=ITERATION)
+    return {"args": args, "checkpoint_version": 3.0, "iteration": ITERATION, "model": model,
+            "rng_state": ShardedObject("rng_state", rng, (1, TP), (0, tp_rank), replica_id=0),
+            "num_floating_point_operations_so_far": 0}
+
+
+def save(root: str, tp_rank: int, changed: bool, lr: float) -> None:
+    from megatron.core import dist_checkpointing
+
+    folder = os.path.join(root, f"iter_{ITERATION:07d}")
+    if tp_rank == 0:
+        os.makedirs(folder)
+    dist.barrier()
+    dist_checkpointing.save(sharded_state(tp_rank, changed, lr), folder, sharded_strategy=("torch_dist", 1))
+    dist.barrier()
+    if tp_rank == 0:
+        with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+            f.write(str(ITERATION))
+
+
+def stub_cuda() -> None:
+    """The two CUDA calls of megatron-core's save path, for a CPU-only torch (see the module's docstring)."""
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    torch.cuda.current_device = lambda: "cpu"
+
+
+def work(rank: int, out: str, port: int) -> None:
+    stub_cuda()
+    warnings.filterwarnings("ignore")  # Transformer Engine and Apex are not installed: expected here
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=TP)
+    for name, changed, lr in (("a", False, 1e-3), ("a2", False, 1e-3), ("b", True, 1e-3), ("lr", False, 5e-4)):
+        save(os.path.join(out, name), rank, changed, lr)
+    if rank == 0:
+        torch.save(full_tensors(False), os.path.join(out, "full.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    mp.spawn(work, args=(sys.argv[1], free), nprocs=TP)
