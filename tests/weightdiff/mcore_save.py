@@ -27,14 +27,14 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import sys
 import warnings
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from tests.weightdiff.savers import spawn_gloo
 
 ITERATION = 10
 TP = 2
@@ -112,21 +112,14 @@ def stub_cuda() -> None:
     torch.cuda.current_device = lambda: "cpu"
 
 
-def work(rank: int, out: str, port: int) -> None:
+def work(rank: int, out: str) -> None:
     stub_cuda()
     warnings.filterwarnings("ignore")  # Transformer Engine and Apex are not installed: expected here
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=TP)
     for name, changed, lr in (("a", False, 1e-3), ("a2", False, 1e-3), ("b", True, 1e-3), ("lr", False, 5e-4)):
         save(os.path.join(out, name), rank, changed, lr)
     if rank == 0:
         torch.save(full_tensors(False), os.path.join(out, "full.pt"))
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]
-    mp.spawn(work, args=(sys.argv[1], free), nprocs=TP)
+    spawn_gloo(work, TP, sys.argv[1])

@@ -9,12 +9,11 @@ import importlib.util
 import json
 import pickle
 import shutil
-import sys
 
 import pytest
 
-from tests.support import REPO, child_env, run_bounded
 from tests.weightdiff.cli_run import run_cli
+from tests.weightdiff.savers import run_saver
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("megatron") is None,
                                 reason="megatron-core is not installed (pip install -e '.[test]')")
@@ -23,11 +22,7 @@ QKV = "decoder.layers.0.self_attention.linear_qkv.weight"
 
 @pytest.fixture(scope="module")
 def mcore(tmp_path_factory):
-    out = tmp_path_factory.mktemp("mcore")
-    done = run_bounded([sys.executable, str(REPO / "tests" / "weightdiff" / "mcore_save.py"), str(out)], timeout=240,
-                       env=child_env(), cwd=REPO)
-    assert done.returncode == 0 and (out / "full.pt").exists(), done.output[-4000:]
-    return out
+    return run_saver("mcore_save.py", tmp_path_factory.mktemp("mcore"), timeout=240)
 
 
 def test_the_saved_layout_is_megatron_lms(mcore):
