@@ -103,3 +103,13 @@ def test_only_the_named_planner_classes_are_allowed(mcore, tmp_path):
     (foreign / "iter_0000010" / ".metadata").write_bytes(pickle.dumps(LoadPlan(items=[])))
     code, out, _, errors = run_cli([str(mcore / "a"), str(foreign)])
     assert code == 2 and len(errors) == 1 and "planner.LoadPlan is not one of DCP's metadata types" in errors[0]
+
+
+def test_a_missing_common_pt_is_one_error_its_entries_not_compared(mcore, tmp_path):
+    damaged = tmp_path / "lr"
+    shutil.copytree(mcore / "lr", damaged)
+    (damaged / "iter_0000010" / "common.pt").unlink()
+    code, out, err, errors = run_cli([str(mcore / "a"), str(damaged)])
+    assert code == 2 and "SAME" not in out and "missing in b" not in out, out + err
+    assert len(errors) == 1 and "common.pt: no such file; its entries" in errors[0], errors
+    assert "11 could not be read" in out, out  # "common", and a's 10 entries under it
