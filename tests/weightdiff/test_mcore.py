@@ -1,5 +1,5 @@
 """Megatron-Core `torch_dist` checkpoints (issue 31), written by megatron-core's own `dist_checkpointing.save`
-(TP=2 on 2 gloo ranks, CPU: mcore_save.py, run once for the module, about 15 s): the top folder (its tracker) and
+(TP=2, and TP=1 with DP=2, on 2 gloo ranks, CPU: mcore_save.py, run once for the module, about 10-35 s): the top folder (its tracker) and
 the iteration folder are read as torch_dist, the global tensors compared exactly, common.pt's entries and the rng
 ShardedObjects as values; a missing .distcp file or a damaged .metadata is one `Error:` line, never SAME."""
 
@@ -113,3 +113,14 @@ def test_a_missing_common_pt_is_one_error_its_entries_not_compared(mcore, tmp_pa
     assert code == 2 and "SAME" not in out and "missing in b" not in out, out + err
     assert len(errors) == 1 and "common.pt: no such file; its entries" in errors[0], errors
     assert "11 could not be read" in out, out  # "common", and a's 10 entries under it
+
+
+def test_a_checkpoint_saved_with_other_parallel_sizes_compares_name_by_name(mcore):
+    code, out, err, errors = run_cli([str(mcore / "a"), str(mcore / "tp1"), "--json"])  # TP=2 against TP=1, DP=2
+    report = json.loads(out)
+    assert code == 1 and not errors, out + err
+    # the 7 weights equal; what differs is what says how it was saved: the sizes in args, one rng state per tp rank
+    assert all(p["role"] == "value" for p in report["params"]), report["params"]
+    assert {p["name"] for p in report["params"] if p["status"] == "differs"} == {
+        "common.args.tensor_model_parallel_size", "common.args.data_parallel_size"}
+    assert not any(p["reset_to"] for p in report["params"])  # a size of 1 is not "back at a default initialisation"

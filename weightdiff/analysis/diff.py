@@ -282,8 +282,8 @@ def _against_stored_copy(base: dict, name: str, present: TensorMeta, present_in_
 
 def _from_values(base: dict, vd: ValueDiff, ma: TensorMeta, mb: TensorMeta) -> ParamDiff:
     reset = None
-    if vd.n_differ and vd.b_constant is not None and vd.a_constant != vd.b_constant:
-        reset = "ones" if vd.b_constant == 1.0 else "zeros"
+    if vd.n_differ and vd.b_constant is not None and vd.a_constant != vd.b_constant and base["role"] != "value":
+        reset = "ones" if vd.b_constant == 1.0 else "zeros"  # a value (a size, a step) of 1 is no initialisation
     return ParamDiff(
         **base, status=DIFFERS if vd.n_differ else DTYPE, numel=vd.numel, n_differ=vd.n_differ,
         max_abs=vd.max_abs, mean_abs=vd.mean_abs, fraction=vd.fraction,
