@@ -11,13 +11,12 @@ state, the reference).
 from __future__ import annotations
 
 import os
-import socket
 import sys
 
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-import torch.multiprocessing as mp
+
+from tests.weightdiff.savers import spawn_gloo
 
 
 def state(changed: bool) -> dict:
@@ -36,20 +35,13 @@ def state(changed: bool) -> dict:
             **{f"bn.{k}": v for k, v in bn.state_dict().items()}}
 
 
-def work(rank: int, out: str, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+def work(rank: int, out: str) -> None:
     for name, changed in (("a", False), ("a2", False), ("b", True)):
         dcp.save(state(changed), checkpoint_id=os.path.join(out, name))
     full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in state(False).items()}
     if rank == 0:
         torch.save(full, os.path.join(out, "full.pt"))
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]
-    mp.spawn(work, args=(sys.argv[1], free), nprocs=2)
+    spawn_gloo(work, 2, sys.argv[1])

@@ -22,6 +22,7 @@ from torch import nn
 
 from tests.support import REPO, child_env, run_bounded
 from tests.weightdiff.dumpsets import make_set
+from tests.weightdiff.savers import run_saver
 from topology import ParallelDims
 from weightdiff.cli import main
 
@@ -180,11 +181,7 @@ def test_a_name_map_that_merges_two_names_is_refused_never_same(tmp_path):
 
 @pytest.fixture(scope="module")
 def dcp_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dcp")
-    done = run_bounded([sys.executable, str(REPO / "tests" / "weightdiff" / "dcp_save.py"), str(out)], timeout=180,
-                       env=child_env(), cwd=REPO)
-    assert done.returncode == 0 and (out / "full.pt").exists(), done.output[-4000:]
-    return out
+    return run_saver("dcp_save.py", tmp_path_factory.mktemp("dcp"), timeout=180)
 
 
 def test_torch_distributed_checkpoint_folders(dcp_dir, tmp_path):

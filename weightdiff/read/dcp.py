@@ -14,9 +14,9 @@ Non-tensor entries (an optimizer's learning rates, betas and step counts, a sche
 `get_state_dict(model, optimizer)` writes hundreds) are compared too: each is its bytes in a `.distcp` file, a
 `torch.save` of the value, which torch would unpickle without restriction; weightdiff reads those bytes itself
 and loads them with `torch.load(weights_only=True)`. Each leaf becomes a small tensor under its dotted name
-(role "value": a number as a 0-d float64 or int64 tensor, a bool as an int64 0/1, a string as its UTF-8 bytes,
-None as an empty tensor), so that a changed learning rate is a difference like any other. An entry that needs
-any other global is unreadable (named), never skipped in silence.
+(role "value": a number as a 0-d float64 or int64 tensor, a list of ints or of floats as one vector, a bool as
+an int64 0/1, a string as its UTF-8 bytes, None as an empty tensor), so that a changed learning rate is a
+difference like any other. An entry that needs any other global is unreadable (named), never skipped in silence.
 
 A `.distcp` file that is missing or shorter than its entries is one error line and its tensors are counted as
 unreadable; a file that fails while loading makes only the tensors stored in it unreadable (one line each file).
@@ -32,6 +32,7 @@ from typing import Any
 
 from weightdiff.errors import BadInput
 from weightdiff.read.files import one_line, open_regular, read_at, read_bounded, require_regular_file
+from weightdiff.read.torch_load import Opaque, load_bytes
 from weightdiff.read.whole import flatten, meta_for, whole_dump
 from weightdiff.records import RankDump, TensorMeta
 
@@ -40,6 +41,10 @@ MAX_METADATA_BYTES = 1 << 30
 ALLOWED = {("torch", "Size"), ("torch.serialization", "_get_layout"),
            ("torch.distributed.checkpoint.filesystem", "_StorageInfo"), ("collections", "OrderedDict"),
            ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath")}
+# Megatron-Core's torch_dist keeps every rank's save plan in `.metadata` (`all_local_plans`, for reuse at the next
+# save): torch's own plain dataclasses and enum, named one by one (read/mcore.py)
+SAVE_PLAN = {("torch.distributed.checkpoint.planner", name)
+             for name in ("SavePlan", "WriteItem", "WriteItemType", "TensorWriteData")}
 
 
 def is_dcp_folder(path: Path) -> bool:
@@ -66,7 +71,7 @@ class _MetadataUnpickler(pickle.Unpickler):
         import torch
 
         is_dtype = module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
-        allowed = (module, name) in ALLOWED or is_dtype
+        allowed = (module, name) in ALLOWED or (module, name) in SAVE_PLAN or is_dtype
         if module == "torch.distributed.checkpoint.metadata":
             import torch.distributed.checkpoint.metadata as md
 
@@ -97,6 +102,8 @@ def _reader(folder: Path):
             metadata = read_metadata(folder)
             if getattr(metadata, "storage_meta", None) is None:
                 metadata.storage_meta = StorageMeta()
+            if metadata.planner_data is None:  # Megatron-Core's planner writes none: each name is its own path
+                metadata.planner_data = {name: (name,) for name in metadata.state_dict_metadata}
             metadata.storage_meta.load_id = self.load_id
             return metadata
 
@@ -187,24 +194,27 @@ class DcpValues:
         pass  # kept for the next pair: the folder is loaded once
 
 
-def read_dcp(folder: Path) -> tuple[RankDump, list[str]]:
+def read_dcp(folder: Path, *, kind: str = "dcp", value_globals: tuple[str, ...] = (),
+             more_values: dict[str, Any] | None = None) -> tuple[RankDump, list[str]]:
+    """The DCP folder as one whole-model RankDump, and one-line errors. `value_globals`: the globals (beyond
+    torch.load's weights-only set) that non-tensor entries may name, read as inert stand-ins (torch_load.Opaque);
+    `more_values`: values kept beside the folder (Megatron-Core's common.pt), compared like its entries."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     metadata = read_metadata(folder)
     files = _files_of(metadata)
     damaged = _damaged_files(folder, metadata)
     metas, unreadable, readable, values = {}, {}, {}, {}
+    for name, value in (more_values or {}).items():
+        _add_values(name, value, metas, values, unreadable)
     for name, entry in metadata.state_dict_metadata.items():
         if not isinstance(entry, TensorStorageMetadata):
             try:
-                leaves = _value_leaves(name, _load_bytes_entry(folder, metadata, name, damaged))
+                value = _load_bytes_entry(folder, metadata, name, damaged, value_globals)
             except BadInput as e:
                 unreadable[name] = str(e)
                 continue
-            for leaf, tensor in leaves.items():
-                values[leaf] = tensor
-                metas[leaf] = TensorMeta(name=leaf, shape=tuple(tensor.shape), dtype=str(tensor.dtype).removeprefix(
-                    "torch."), module_path=leaf.rpartition(".")[0], role="value", requires_grad=False)
+            _add_values(name, value, metas, values, unreadable)
             continue
         broken = sorted(files.get(name, set()) & set(damaged))
         if broken:
@@ -216,16 +226,28 @@ def read_dcp(folder: Path) -> tuple[RankDump, list[str]]:
         raise BadInput(f"{folder}: a DCP checkpoint with no tensors")
     errors = [f"{line}; the tensors stored in it are not compared" for line in damaged.values()]
     errors += [f"{line}; not compared" for name, line in unreadable.items() if line not in damaged.values()]
-    return whole_dump(folder, "dcp", metas, DcpValues(folder, readable, values), unreadable), errors
+    return whole_dump(folder, kind, metas, DcpValues(folder, readable, values), unreadable), errors
+
+
+def _add_values(name: str, value: Any, metas: dict, values: dict, unreadable: dict) -> None:
+    """A non-tensor value's leaves as "value" records (or the reason it cannot be compared)."""
+    try:
+        leaves = _value_leaves(name, value)
+    except BadInput as e:
+        unreadable[name] = str(e)
+        return
+    for leaf, tensor in leaves.items():
+        values[leaf] = tensor
+        metas[leaf] = TensorMeta(name=leaf, shape=tuple(tensor.shape), dtype=str(tensor.dtype).removeprefix(
+            "torch."), module_path=leaf.rpartition(".")[0], role="value", requires_grad=False)
 
 
 MAX_VALUE_BYTES = 64 << 20  # one non-tensor entry: a scheduler's state is kilobytes
 
 
-def _load_bytes_entry(folder: Path, metadata: Any, name: str, damaged: dict[str, str]) -> Any:
+def _load_bytes_entry(folder: Path, metadata: Any, name: str, damaged: dict[str, str],
+                      value_globals: tuple[str, ...] = ()) -> Any:
     """A non-tensor entry's value, loaded from its bytes with torch.load(weights_only=True); BadInput otherwise."""
-    import torch
-
     info = next((info for index, info in (metadata.storage_data or {}).items() if index.fqn == name), None)
     if info is None:
         raise BadInput(f"{folder}: no storage for the entry {name!r} in .metadata")
@@ -237,10 +259,7 @@ def _load_bytes_entry(folder: Path, metadata: Any, name: str, damaged: dict[str,
         raise BadInput(f"{folder}: the entry {name!r} is {int(info.length):,} bytes, more than a value holds")
     with open_regular(folder / info.relative_path) as f:
         raw = read_at(f, folder / info.relative_path, int(info.offset), int(info.length))
-    try:
-        return torch.load(io.BytesIO(raw), weights_only=True)
-    except Exception as e:
-        raise BadInput(f"{folder}: the entry {name!r} cannot be loaded safely ({one_line(e)})") from None
+    return load_bytes(raw, allowed=value_globals, what=f"{folder}: the entry {name!r}")
 
 
 def _value_leaves(name: str, value: Any, depth: int = 0) -> dict[str, Any]:
@@ -251,6 +270,8 @@ def _value_leaves(name: str, value: Any, depth: int = 0) -> dict[str, Any]:
         raise BadInput(f"the entry {name!r} is nested more than 20 deep")
     if isinstance(value, torch.Tensor):
         return {name: value}
+    if isinstance(value, Opaque):  # a stand-in (value_globals): an argparse.Namespace, a numpy array
+        value = _plain(value)
     if isinstance(value, bool) or value is None:
         return {name: torch.tensor([] if value is None else int(value), dtype=torch.int64)}
     if isinstance(value, int):
@@ -259,9 +280,14 @@ def _value_leaves(name: str, value: Any, depth: int = 0) -> dict[str, Any]:
     if isinstance(value, float):
         return {name: torch.tensor(value, dtype=torch.float64)}
     if isinstance(value, str):
-        return {name: torch.tensor(list(value.encode("utf-8")), dtype=torch.uint8)}
+        value = value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray)):  # a string's UTF-8, or raw bytes (a numpy array's data)
+        return {name: torch.frombuffer(bytearray(value), dtype=torch.uint8) if value else
+                torch.tensor([], dtype=torch.uint8)}
     if isinstance(value, dict):
         items = value.items()
+    elif isinstance(value, (list, tuple)) and _numbers(value):  # betas, a random state: one vector, not 625 leaves
+        return {name: torch.tensor(value, dtype=_numbers(value))}
     elif isinstance(value, (list, tuple)):
         items = enumerate(value)
     else:
@@ -270,3 +296,27 @@ def _value_leaves(name: str, value: Any, depth: int = 0) -> dict[str, Any]:
     for key, item in items:
         leaves.update(_value_leaves(f"{name}.{key}", item, depth + 1))
     return leaves or {name: torch.tensor([], dtype=torch.int64)}
+
+
+def _plain(value: Opaque) -> Any:
+    """A stand-in's data: an object's fields (argparse.Namespace); a numpy array's bytes (its pickled state is
+    (version, shape, dtype, is_fortran, data)); else its arguments and state, classes left out."""
+    fields = value.field_dict()
+    if fields is not None:
+        return fields
+    state = value.state
+    if isinstance(state, tuple) and len(state) == 5 and isinstance(state[4], (bytes, bytearray)):
+        return state[4]
+    return {"args": [a for a in value.args if not isinstance(a, type)], "kwargs": value.kwargs, "state": state}
+
+
+def _numbers(values: list | tuple) -> Any:
+    """torch.int64 when every item is an int (no bool) that fits it, torch.float64 when every one is a float, else
+    None."""
+    import torch
+
+    if values and all(type(v) is int and -2**63 <= v < 2**63 for v in values):
+        return torch.int64
+    if values and all(type(v) is float for v in values):
+        return torch.float64
+    return None

@@ -2,6 +2,7 @@
 
     a DeepSpeed universal checkpoint (zero/*/fp32.pt, or latest_universal)   whole model   read/universal.py
     a DeepSpeed checkpoint (latest, global_stepN/, mp_rank_*/layer_* files)  per (pp, tp)  read/checkpoint.py
+    a Megatron-Core torch_dist checkpoint (iter_*/ with .metadata, common.pt) whole model  read/mcore.py
     a Megatron-LM checkpoint (latest_checkpointed_iteration.txt, iter_*/)   per (pp, tp)  read/megatron.py
     a DCP folder (.metadata)                                                 whole model   read/dcp.py
     model.safetensors or *.safetensors.index.json (the file or its folder)   whole model   read/hf_safetensors.py
@@ -9,6 +10,7 @@
     any other file, or pytorch_model.bin in a folder: a torch.save state dict whole model  read/whole.py
 
 The universal test comes before DeepSpeed's: `ds_to_universal` copies the mp_rank files beside `zero/`.
+Megatron-LM's top folder (its tracker file) is one format or the other by what its iteration folder holds.
 DeepSpeed's `zero_to_fp32` writes pytorch_model.bin, model.safetensors or their sharded forms: read as such.
 Modules are imported only for the format found (no torch for safetensors).
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 from weightdiff.errors import BadInput
 
-WHOLE_KINDS = ("torch-save", "safetensors", "dcp", "universal")
+WHOLE_KINDS = ("torch-save", "safetensors", "dcp", "universal", "megatron-torch-dist")
 
 
 def whole_format(path: Path) -> tuple[str, Path]:
@@ -38,6 +40,7 @@ def folder_format(path: Path) -> str | tuple[str, Path] | None:
     from weightdiff.read.checkpoint import is_checkpoint_folder
     from weightdiff.read.dcp import is_dcp_folder, newest_step_folder
     from weightdiff.read.hf_safetensors import find_safetensors
+    from weightdiff.read.mcore import is_torch_dist_folder
     from weightdiff.read.megatron import is_megatron_folder
     from weightdiff.read.universal import universal_folder
 
@@ -46,13 +49,15 @@ def folder_format(path: Path) -> str | tuple[str, Path] | None:
         return "universal", universal
     if is_checkpoint_folder(path):
         return "deepspeed-checkpoint"
-    if is_megatron_folder(path):
+    if is_megatron_folder(path):  # torch_dist or not: select_megatron reads the tracker's iteration folder
         return "megatron-checkpoint"
+    if is_torch_dist_folder(path):
+        return "megatron-torch-dist", path
     if is_dcp_folder(path):
         return "dcp", path
     newest = newest_step_folder(path)
     if newest is not None:  # the reader says which one (select_whole)
-        return "dcp", newest
+        return ("megatron-torch-dist" if is_torch_dist_folder(newest) else "dcp"), newest
     found = find_safetensors(path)
     if found is not None:
         return "safetensors", found
@@ -69,6 +74,10 @@ def _whole_reader(kind: str, path: Path) -> tuple[Any, list[str]]:
         from weightdiff.read.dcp import read_dcp
 
         return read_dcp(path)
+    if kind == "megatron-torch-dist":
+        from weightdiff.read.mcore import read_torch_dist
+
+        return read_torch_dist(path)
     if kind == "safetensors":
         from weightdiff.read.hf_safetensors import read_safetensors
 
@@ -102,13 +111,19 @@ def select_whole(kind: str, path: Path, given: Path, iteration: int | None, tag:
 
 
 def select_megatron(path: Path, iteration: int | None, tag: str | None):
-    """The Selection of one iteration of a Megatron-LM checkpoint folder."""
+    """The Selection of one iteration of a Megatron-LM checkpoint folder (legacy per-rank files, or torch_dist)."""
+    from weightdiff.read.mcore import KIND, is_torch_dist_folder, read_torch_dist
     from weightdiff.read.megatron import iteration_folder, read_megatron
     from weightdiff.read.sources import Selection
 
     if tag is not None:
         raise BadInput(f"{path}: a Megatron-LM checkpoint has no dump tags: --tag does not apply to it")
     folder = iteration_folder(path, iteration)
+    if is_torch_dist_folder(folder):
+        dump, errors = read_torch_dist(folder)
+        which = f"iteration {iteration}" if iteration is not None else "the iteration its tracker names"
+        return Selection(path=path, kind=KIND, iteration=None, tag=None, dumps={dump.key: dump}, errors=errors,
+                         warnings=[f"{path}: read {folder.name}, {which}"] if folder != path else [])
     dumps, errors = read_megatron(folder)
     if not dumps:
         raise BadInput(errors[0] if errors else f"{folder}: no readable rank files")

@@ -13,7 +13,7 @@ Names are the state dict's keys (layers numbered per stage, as Megatron saves th
 "model" are prefixed "model0.", ...). Buffers are recognised by name; `_extra_state` entries that are not
 tensors are skipped. The run's dp size comes from `args.data_parallel_size`. Expert-parallel folders
 (mp_rank_TT_PPP_EEE) are reported and skipped. The torch_dist format (a DCP folder per iteration) is read by
-`read/dcp.py`. Masters (the float16 optimizer's fp32 copies): `read/megatron_master.py`.
+`read/mcore.py`. Masters (the float16 optimizer's fp32 copies): `read/megatron_master.py`.
 
 Safe loading: `torch.load(weights_only=True)`, memory-mapped, with `argparse.Namespace` and numpy's array
 reconstruction (the random state) read as inert stand-ins; nothing of Megatron or numpy's pickle is run.

@@ -5,7 +5,7 @@ interface: name -> tensor records with (pp, tp, dp) coordinates, and a source fo
     a DeepSpeed checkpoint folder         one tag folder, one record per (pp, tp)         read/checkpoint.py
     a Megatron-LM checkpoint folder       one iteration, one record per (pp, tp)          read/megatron.py
     anything else (a whole model, one record): torch.save files, HF safetensors and .bin shards, DCP
-    folders, DeepSpeed universal checkpoints                                               read/formats.py
+    folders, Megatron-Core torch_dist, DeepSpeed universal checkpoints                 read/formats.py
 
 Only the readers that need torch import it (DeepSpeed, Megatron, torch.save, DCP): dumps and safetensors do not.
 

@@ -41,13 +41,18 @@ class Opaque:
     def __setstate__(self, state: Any) -> None:
         self.state = state
 
-    def field(self, name: str, position: int | None = None) -> Any:
-        """A field of the original object: from its pickled state (a dict, or (dict, slots)) or its
-        constructor arguments."""
+    def field_dict(self) -> dict | None:
+        """The fields of its pickled state when they are a dict (an argparse.Namespace's), else None."""
         state = self.state
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
             state = {**(state[0] or {}), **state[1]}
-        if isinstance(state, dict) and name in state:
+        return state if isinstance(state, dict) else None
+
+    def field(self, name: str, position: int | None = None) -> Any:
+        """A field of the original object: from its pickled state (a dict, or (dict, slots)) or its
+        constructor arguments."""
+        state = self.field_dict()
+        if state is not None and name in state:
             return state[name]
         if name in self.kwargs:
             return self.kwargs[name]
@@ -78,6 +83,20 @@ def safe_load(path: Path, *, mmap: bool = False, allowed: Iterable[str] = DEEPSP
                 return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (non-zip) format
     except Exception as e:
         raise BadInput(f"{path}: cannot load with torch.load(weights_only=True) ({_why(e)})") from None
+
+
+def load_bytes(raw: bytes, *, allowed: Iterable[str] = (), what: str) -> Any:
+    """torch.load of bytes in memory (weights_only=True, the globals `allowed` mapped to `Opaque`); BadInput naming
+    `what` on failure."""
+    import io
+
+    import torch
+
+    try:
+        with _LOAD, torch.serialization.safe_globals([(Opaque, name) for name in allowed]):
+            return torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise BadInput(f"{what} cannot be loaded safely ({_why(e)})") from None
 
 
 def _why(e: Exception) -> str:

@@ -29,6 +29,7 @@ from weightdiff.read.zero3 import placeholder_reason
 from weightdiff.records import RankDump, TensorMeta
 
 KIND_NAMES = {"torch-save": "torch.save state dict", "safetensors": "safetensors", "dcp": "DCP checkpoint",
+              "megatron-torch-dist": "Megatron-Core torch_dist checkpoint",
               "universal": "DeepSpeed universal checkpoint: fp32 masters"}
 
 
