@@ -16,6 +16,6 @@ COMMANDS = {
     "plan": ("experiments.commands.plan",
              "Plan a 3D topology: list the valid (TP, PP, DP, MBS) for a model on N GPUs, with estimated memory per GPU."),
     "experiment": ("experiments.commands.experiment",
-                   "Run the trainer over configurations x toggles x repeats, catch hangs with hangdoctor, tabulate "
-                   "and plot."),
+                   "Run your job (or the reference trainer) over configurations x toggles x repeats, catch hangs, "
+                   "tabulate, plot."),
 }
