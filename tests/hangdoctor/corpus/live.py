@@ -59,12 +59,13 @@ class LiveJob:
         self.workdir = Path(workdir or self._tmp.name)
         self.markers = self.workdir / "markers"
         self.log = self.workdir / "job.log"
+        self.fr_dir = self.workdir / "fr"  # where a fixture that keeps a Flight Recorder writes its dumps
         self.proc: subprocess.Popen | None = None
         self.seen: set[int] = set()
 
     def __enter__(self) -> "LiveJob":
         self.markers.mkdir(parents=True, exist_ok=True)
-        env = child_env(HD_CORPUS_MARKERS=str(self.markers), **self.case.env)
+        env = child_env(HD_CORPUS_MARKERS=str(self.markers), HD_CORPUS_FR=str(self.fr_dir), **self.case.env)
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(self.case.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
                                          cwd=REPO, start_new_session=True, stdin=subprocess.DEVNULL)

@@ -59,6 +59,10 @@ def record(name: str) -> Path:
             (staging / "json" / f"{hosts[pid]}-{pid}.json").write_text(dump(pid, ["--json"]))
         attach = [PYTHON, "-m", "hangdoctor", "attach", "--pid", *map(str, pids), "--samples", "2", "--interval", "1",
                   "--out", str(staging / "attach"), "--json"]
+        if "TORCH_FR_BUFFER_SIZE" in case.env:  # the fixture dumps its Flight Recorder while it hangs
+            _wait_for_dumps(job.fr_dir, case.ranks)
+            shutil.copytree(job.fr_dir, staging / "fr")
+            attach += ["--fr-dir", str(job.fr_dir)]
         done = subprocess.run(attach, capture_output=True, text=True, timeout=120, cwd=REPO, env=child_env())
         if not (staging / "attach" / "nodes").is_dir():
             raise SystemExit(f"{name}: attach wrote no node files (exit {done.returncode}): {done.stderr[-2000:]}")
@@ -76,14 +80,24 @@ def record(name: str) -> Path:
         }
         (staging / "recorded.json").write_text(json.dumps(meta, indent=2) + "\n")
         target.mkdir(exist_ok=True)
-        for part in ("text", "native", "locals", "json", "attach", "recorded.json"):
+        for part in ("text", "native", "locals", "json", "fr", "attach", "recorded.json"):
             old = target / part
             if old.is_dir():
                 shutil.rmtree(old)
             elif old.exists():
                 old.unlink()
+            if not (staging / part).exists():
+                continue
             shutil.move(str(staging / part), str(old))
     return target
+
+
+def _wait_for_dumps(folder: Path, ranks: int, bound: float = 30.0) -> None:
+    deadline = time.monotonic() + bound
+    while len([p for p in folder.glob("fr_rank_*") if p.suffix != ".tmp"]) < ranks:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{folder}: {ranks} Flight Recorder dumps expected within {bound:.0f}s")
+        time.sleep(0.5)
 
 
 def _cmdline(pid: int) -> list[str]:
