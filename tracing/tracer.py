@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable
 from types import CodeType
 
-from tracing.backends import Hooks, backend_class, resolve_backend
+from tracing.backends import backend_class, resolve_backend
+from tracing.backends.hooks import Hooks
 from tracing.backends.hookwatch import HookWatch
 from tracing.config import TraceConfig
 from tracing.identity import RankIdentity, current_identity

@@ -11,7 +11,7 @@ the frameworks' sources, as py-spy prints them.
 
 from __future__ import annotations
 
-from hangdoctor.analysis.wait_rules import WaitRule
+from hangdoctor.analysis.wait_rule import WaitRule
 
 # Names of communication calls, as the APIs name them; a frame with one of these names inside a communication
 # layer is the op (the outermost such frame is the API the caller used).

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from hangdoctor.analysis.places import Place, peer_tie, strip_outside, undecided, verb, who
 from hangdoctor.analysis.ranks import UNKNOWN, RankView
-from hangdoctor.analysis.wait_rules import COMM_KINDS
+from hangdoctor.analysis.wait_rule import COMM_KINDS
 from hangdoctor.model import SetAside
 from topology import ParallelDims
 

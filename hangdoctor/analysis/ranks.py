@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangdoctor.analysis.wait_rules import LOCAL_KINDS
+from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.analysis.waits import Wait, WaitTable, innermost_python
 from hangdoctor.model import ERROR, NOT_PYTHON, OK, TIMEOUT, Frame, RankIdentity, RankRecord, Sample, Stack, ThreadStack
 

@@ -32,7 +32,7 @@ from hangdoctor.analysis.classes import where
 from hangdoctor.analysis.hints import lone_hints, mismatch_hints, worker_hints
 from hangdoctor.analysis.places import Place, peer_tie, pick_anchor, strip_outside, undecided, verb, who
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, STUCK, UNKNOWN, RankView
-from hangdoctor.analysis.wait_rules import LOCAL_KINDS
+from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.analysis.waitgraph import COMMUNICATING, STRENGTH, Node, WaitGraph, describe
 from hangdoctor.model import (D_STATE, ERROR, GONE, MISSING, NO_FR_DUMP, NOT_PYTHON, PTRACE_DENIED, STOPPED, TIMEOUT,
                               SetAside)

@@ -29,54 +29,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from clicore.inputs import check_field_types, load_json
-from clicore.regex import compile_user_regex
-
-KINDS = ("collective", "p2p", "barrier", "work-wait", "ddp-reducer", "store", "device-sync", "lock", "dataloader",
-         "sleep", "io", "launcher", "worker")
-COMM_KINDS = frozenset({"collective", "p2p", "barrier", "work-wait", "ddp-reducer", "store"})
-LOCAL_KINDS = frozenset({"lock", "dataloader", "sleep", "io"})
-SURE = ("high", "medium", "low")
-ROLES = ("wait", "layer", "process")
-
-@dataclass(frozen=True)
-class WaitRule:
-    kind: str  # one of KINDS ("" for a layer row)
-    framework: str  # whose frames these are, e.g. "torch.distributed", "deepspeed", "python"
-    file: str  # a part of the frame's file (py-spy's short file name); "" matches any file
-    function: str  # regular expression, matched in full against the qualified name or its last dotted part
-    op: str = ""  # the op to report; "" = the frame's own name when it is an op name, else the kind
-    native: bool = False  # matches native frames (py-spy --native) instead of Python ones
-    says: str = ""  # what it waits on, in words, for the report
-    sure: str = "high"  # how sure the frame alone makes us: high, medium, low
-    role: str = "wait"  # "wait", "layer" (transparent) or "process" (what the process is)
-    weight: int = 1  # 0: generic (threading, queues, sockets, libc); 1: a framework's own wait
-    origin: str = "built-in"  # or the file a user's row came from
-    _pattern: re.Pattern = field(init=False, repr=False, compare=False)
-    _files: tuple[str, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        check_field_types(self)
-        if self.role not in ROLES:
-            raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
-        if self.role != "layer" and self.kind not in KINDS:
-            raise ValueError(f"kind {self.kind!r} is not one of {', '.join(KINDS)}")
-        if self.sure not in SURE:
-            raise ValueError(f"sure {self.sure!r} is not one of {', '.join(SURE)}")
-        object.__setattr__(self, "_pattern", compile_user_regex(self.function or ".*", "function"))
-        # the `multiprocess` package (dill's fork of multiprocessing, which HF datasets uses) has the same files
-        twin = self.file.replace("multiprocessing/", "multiprocess/", 1) if "multiprocessing/" in self.file else ""
-        object.__setattr__(self, "_files", (self.file, twin) if twin else (self.file,))
-
-    def matches(self, name: str, file: str, native: bool) -> bool:
-        if native != self.native or (self.file and not any(f in file for f in self._files)):
-            return False
-        pattern = self._pattern
-        return pattern.fullmatch(name) is not None or pattern.fullmatch(name.rsplit(".", 1)[-1]) is not None
-
+from clicore.inputs import load_json
+from hangdoctor.analysis.call_semantics import ROWS, CallRow
+from hangdoctor.analysis.frameworks import RULES
+from hangdoctor.analysis.wait_rule import WaitRule
 
 _ENV = "HANGDOCTOR_WAIT_RULES"
 MAX_RULES_BYTES = 16 << 20
@@ -99,8 +57,6 @@ _CALL_FIELDS = ("schedule", "file", "function", "peers", "phase", "says", "sourc
 def load_call_rows(path: Path) -> list:
     """A user's rows that say whom a call waits for (call_semantics.CallRow: the rows with a "peers" field).
     Raises ValueError with the file and row named."""
-    from hangdoctor.analysis.call_semantics import CallRow
-
     found = []
     for index, row in enumerate(_rows(path)):
         if "peers" not in row:
@@ -121,8 +77,6 @@ def load_call_rows(path: Path) -> list:
 
 def active_call_rows(extra_files: list[Path] | None = None) -> tuple:
     """The user's call rows (files given, then $HANGDOCTOR_WAIT_RULES) before the built-in ones."""
-    from hangdoctor.analysis.call_semantics import ROWS
-
     files = list(extra_files or []) + [Path(p) for p in os.environ.get(_ENV, "").split(os.pathsep) if p]
     user = []
     for path in files:
@@ -161,6 +115,4 @@ def active_rules(extra_files: list[Path] | None = None) -> tuple[WaitRule, ...]:
     user: list[WaitRule] = []
     for path in files:
         user += load_rules(path)
-    from hangdoctor.analysis.frameworks import RULES
-
     return tuple(user) + RULES

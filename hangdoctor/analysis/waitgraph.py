@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from hangdoctor.analysis.call_semantics import ROWS, CallMeaning, meaning
 from hangdoctor.analysis.places import Place
 from hangdoctor.analysis.ranks import BUSY, RankView
-from hangdoctor.analysis.wait_rules import LOCAL_KINDS
+from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.model import MISSING
 from topology import ParallelDims, fold_ranks
 

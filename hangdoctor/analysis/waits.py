@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from hangdoctor.analysis.frameworks import OP_NAMES, SOURCE_RULES
 from hangdoctor.analysis.call_semantics import ROWS
-from hangdoctor.analysis.wait_rules import COMM_KINDS, WaitRule, active_call_rows, active_rules
+from hangdoctor.analysis.wait_rule import COMM_KINDS, WaitRule
+from hangdoctor.analysis.wait_rules import active_call_rows, active_rules
 from hangdoctor.model import Frame, Stack
 
 _SURE_ORDER = {"high": 0, "medium": 1, "low": 2}

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from hangdoctor.analysis.frameworks import RULES
-from hangdoctor.analysis.wait_rules import KINDS, WaitRule, active_rules, load_rules
+from hangdoctor.analysis.wait_rule import KINDS, WaitRule
+from hangdoctor.analysis.wait_rules import active_rules, load_rules
 from hangdoctor.analysis.waits import WaitTable, find_wait
 from hangdoctor.cli import main
 from tests.hangdoctor.test_waits import stack

@@ -14,7 +14,7 @@ With --start-at, the function's own frame is recorded as a CALL (it has not star
 from __future__ import annotations
 
 from tracing import native
-from tracing.backends import Hooks
+from tracing.backends.hooks import Hooks
 
 
 class EvalHookBackend:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from types import CodeType, FunctionType, MethodType
 
-from tracing.backends import Hooks
+from tracing.backends.hooks import Hooks
 from tracing.records import CALL, RETURN, UNWIND
 
 M = sys.monitoring

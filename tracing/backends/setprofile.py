@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tracing.backends import Hooks
+from tracing.backends.hooks import Hooks
 from tracing.backends.globalhook import GlobalHook
 from tracing.backends.hookguard import HookGuard
 from tracing.records import CALL, RETURN

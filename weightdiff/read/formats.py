@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from weightdiff.errors import BadInput
+from weightdiff.read.selection import Selection
 
-WHOLE_KINDS = ("torch-save", "safetensors", "dcp", "universal", "megatron-torch-dist")
 
 
 def whole_format(path: Path) -> tuple[str, Path]:
@@ -99,8 +99,6 @@ def _whole_reader(kind: str, path: Path) -> tuple[Any, list[str]]:
 
 def select_whole(kind: str, path: Path, given: Path, iteration: int | None, tag: str | None):
     """The Selection of one whole-model record."""
-    from weightdiff.read.sources import Selection
-
     if iteration is not None or tag is not None:
         raise BadInput(f"{given}: a {kind} file holds one moment: --iteration and --tag do not apply to it")
     dump, errors = _whole_reader(kind, path)
@@ -114,8 +112,6 @@ def select_megatron(path: Path, iteration: int | None, tag: str | None):
     """The Selection of one iteration of a Megatron-LM checkpoint folder (legacy per-rank files, or torch_dist)."""
     from weightdiff.read.mcore import KIND, is_torch_dist_folder, read_torch_dist
     from weightdiff.read.megatron import iteration_folder, read_megatron
-    from weightdiff.read.sources import Selection
-
     if tag is not None:
         raise BadInput(f"{path}: a Megatron-LM checkpoint has no dump tags: --tag does not apply to it")
     folder = iteration_folder(path, iteration)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from clicore.bulk import paused_gc
@@ -28,27 +28,10 @@ from weightdiff.errors import BadInput
 from weightdiff.naming import DumpName, parse_name
 from weightdiff.read.checkpoint import latest_tag_folder, read_checkpoint, tag_folders
 from weightdiff.read.files import kind_of, require_folder, require_regular_file, why
-from weightdiff.read.formats import WHOLE_KINDS, folder_format, select_megatron, select_whole, whole_format
+from weightdiff.read.formats import folder_format, select_megatron, select_whole, whole_format
+from weightdiff.read.selection import Selection
 from weightdiff.read.sidecar import read_sidecar
 from weightdiff.records import RankDump
-
-
-@dataclass
-class Selection:
-    """The dumps of one folder chosen for a comparison or a check, keyed by (pp, tp, dp)."""
-
-    path: Path
-    kind: str  # "dumps", "deepspeed-checkpoint", or a whole-model kind: "torch-save", "safetensors", "dcp"
-    iteration: int | None
-    tag: str | None
-    dumps: dict[tuple[int, int, int], RankDump]
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    iterations: list[int] = field(default_factory=list)  # every iteration available with this tag
-
-    @property
-    def whole(self) -> bool:
-        return self.kind in WHOLE_KINDS
 
 
 def _dump_names(path: Path) -> tuple[list[tuple[DumpName, Path]], list[str]]:

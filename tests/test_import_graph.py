@@ -1,0 +1,91 @@
+"""No import circles between the project's modules: each module's imports (at the top or inside a function, where
+a circle hides) form a graph with no strongly connected component of two or more modules. A package's __init__
+importing its own submodules is a package, not a circle; a submodule importing its package's __init__ back is."""
+
+import ast
+from pathlib import Path
+
+from tests.support import REPO
+
+PACKAGES = ("hangdoctor", "weightdiff", "tracing", "slurm", "trainer", "experiments", "throughput", "topology", "clicore")
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict) -> set[str]:
+    def owner(dotted: str) -> str:  # the module that defines dotted (a module, or a name in one)
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {owner(alias.name) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            found |= {owner(f"{base}.{alias.name}") for alias in node.names}
+    return found - {"", name}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of two or more nodes, iteratively."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_checker_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    known = modules()
+    assert len(known) > 100
+    graph = {name: imports(name, path, known) for name, path in known.items()}
+    assert cycles(graph) == []
