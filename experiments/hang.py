@@ -16,15 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hangdoctor.request import AttachRequest, read_verdict, to_argv
 from slurm.process import run_command
-
-
-@dataclass(frozen=True)
-class AttachOptions:
-    samples: int = 2  # two samples tell a stuck rank (same stack) from a slow one
-    interval: float = 1.0
-    timeout: float = 60.0  # attach's own bound; the process gets 20 s more before it is killed
-    python: str = sys.executable
 
 
 @dataclass(frozen=True)
@@ -49,19 +42,19 @@ def summary_line(verdict: dict) -> str:
     return verdict.get("headline", "no headline") + (f"; {hints[0]}" if hints else "")
 
 
-def diagnose(attach_args: list[str], folder: Path, options: AttachOptions,
-             env: dict[str, str] | None = None) -> HangVerdict:
+def diagnose(attach_args: list[str], folder: Path, request: AttachRequest,
+             env: dict[str, str] | None = None, python: str = sys.executable) -> HangVerdict:
+    """attach's own bound is request.timeout; its process gets 20 s more before it is killed."""
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [options.python, "-m", "hangdoctor", "attach", *attach_args, "--samples", str(options.samples),
-            "--interval", f"{options.interval:g}", "--timeout", f"{options.timeout:g}", "--json", "--out", str(folder)]
-    result = run_command(argv, timeout=options.timeout + 20.0, env=env)
+    argv = [python, "-m", "hangdoctor", "attach", *attach_args, *to_argv(request), "--json", "--out", str(folder)]
+    result = run_command(argv, timeout=request.timeout + 20.0, env=env)
     (folder / "attach.stderr").write_text(result.stderr)
     if result.timed_out:
-        summary = f"hangdoctor attach did not finish within {options.timeout + 20:g}s"
+        summary = f"hangdoctor attach did not finish within {request.timeout + 20:g}s"
         return _keep(folder, HangVerdict(summary, None, str(folder), None))
     try:
-        verdict = json.loads(result.stdout) if result.returncode in (0, 1) else None
-    except json.JSONDecodeError:
+        verdict = read_verdict(result.stdout) if result.returncode in (0, 1) else None
+    except ValueError:
         verdict = None
     if verdict is None:
         said = [line for line in result.stderr.splitlines() if line.startswith("Error:")]

@@ -19,18 +19,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments.hang import AttachOptions, diagnose
+from experiments.hang import diagnose
 from experiments.launch import Launched, LaunchError, Launcher
 from experiments.matrix import Matrix, RunSpec
 from experiments.results import RESULT_NAME, RunResult, fill_from_run_dir
 from experiments.watchdog import HUNG, Limits, watch
+from hangdoctor.request import AttachRequest
 from throughput.megatron_log import ParsedIteration
 
 
 @dataclass
 class RunnerOptions:
     limits: Limits = field(default_factory=Limits)
-    attach: AttachOptions | None = field(default_factory=AttachOptions)  # None: do not diagnose hung runs
+    attach: AttachRequest | None = field(default_factory=AttachRequest)  # None: do not diagnose hung runs
     warmup: int = 2
     resume: bool = False
     iteration_pattern: re.Pattern | None = None  # --iteration-regex; None: Megatron's iteration lines

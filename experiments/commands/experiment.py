@@ -50,12 +50,13 @@ from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, 
 from clicore.argtypes import positive_float, positive_int
 from clicore.extras import check as check_extras
 from experiments.commands.job_flags import check_config_words, iteration_pattern, recorded_job, user_job
-from experiments.hang import AttachOptions
 from experiments.launch import LaunchError
 from experiments.matrix import Matrix, RunSpec, build_matrix, load_spec
 from experiments.plots import METRICS
 from experiments.results import RunResult
 from experiments.watchdog import Limits
+from hangdoctor.request import add_arguments as add_request_arguments
+from hangdoctor.request import from_namespace
 from slurm.nodelist import compress_nodelist, expand_nodelist
 
 EXIT_CODES = {
@@ -124,9 +125,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                    help="seconds a run may take in all (default 14400)")
     w.add_argument("--poll-interval", type=positive_float, default=1.0, help="seconds between checks (default 1)")
     w.add_argument("--no-attach", action="store_true", help="do not run hangdoctor on hung runs")
-    w.add_argument("--attach-samples", type=positive_int, default=2, help="stack samples per rank (default 2)")
-    w.add_argument("--attach-interval", type=positive_float, default=1.0, help="seconds between samples (default 1)")
-    w.add_argument("--attach-timeout", type=positive_float, default=60.0, help="bound on attach (default 60)")
+    add_request_arguments(w, prefix="attach-")  # attach's own flags: --attach-samples, --attach-timeout...
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, help="the experiment's folder (default ./experiment-<time>)")
     out.add_argument("--warmup", type=int, default=2, help="first iterations left out of the medians (default 2)")
@@ -371,14 +370,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         limits = Limits(hang_timeout=args.hang_timeout, startup_timeout=args.startup_timeout,
                         queue_timeout=args.queue_timeout, run_timeout=args.run_timeout,
                         poll_interval=args.poll_interval)
+        attach = None if args.no_attach else from_namespace(args, prefix="attach-")
     except ValueError as exc:
         raise CommandError(str(exc), hint="", exit_code=EXIT_USAGE) from None
     prepare_out(out_dir, matrix, args.resume, recorded_job(args))
     from experiments.outputs import load_results
     from experiments.runner import RunnerOptions, run_matrix
 
-    attach = None if args.no_attach else AttachOptions(samples=args.attach_samples, interval=args.attach_interval,
-                                                       timeout=args.attach_timeout)
     options = RunnerOptions(limits=limits, attach=attach, warmup=args.warmup, resume=args.resume,
                             iteration_pattern=pattern)
     settings = len(runs) // (len(matrix.configs) * matrix.repeats)

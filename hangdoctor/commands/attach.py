@@ -34,6 +34,7 @@ from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_to
 from hangdoctor.collector.document import PYSPY_MISSING
 from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.collector.profile import GRACE as PROFILE_GRACE
+from hangdoctor.request import add_arguments as add_request_arguments
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy, find_pystack
 
@@ -81,26 +82,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     select.add_argument("--ray-actor-name", metavar="REGEX", help="with --ray: actors whose name matches REGEX")
     select.add_argument("--rcmd", default="ssh", help="with --hostfile: pdsh's remote command module (default ssh)")
     sampling = parser.add_argument_group("sampling")
-    sampling.add_argument("--samples", type=int, default=2,
-                          help="samples per rank (default 2: a rank whose stack never changes is stuck)")
-    sampling.add_argument("--interval", type=positive_float, default=1.0, help="seconds between samples (default 1)")
-    sampling.add_argument("--native", action="store_true", help="include C/C++ frames (py-spy --native)")
-    sampling.add_argument("--locals", action=argparse.BooleanOptionalAction, default=True,
-                          help="read every frame's arguments and locals (py-spy --locals; default on: about 8%% "
-                               "more time per dump, docs/BENCHMARKS.md): the src/dst of a blocked broadcast, send or recv names the "
-                               "peer that never came")
-    sampling.add_argument("--nonblocking", action="store_true",
-                          help="read stacks without pausing the ranks (py-spy --nonblocking; may be inconsistent)")
+    add_request_arguments(sampling)  # --samples --interval --timeout --dump-timeout --native --locals ...
     sampling.add_argument("--profile", type=positive_float, metavar="SECONDS",
                           help="slow, not hung: sample every rank for SECONDS without pausing it (py-spy record "
                                "--nonblocking) and name the ranks the others wait for (stragglers), with where "
                                "their time goes instead; writes profile.json and flame-*.folded to --out")
     sampling.add_argument("--profile-rate", type=int, default=50, metavar="HZ",
                           help="samples a second per rank with --profile (default 50; 1-1000)")
-    sampling.add_argument("--timeout", type=positive_float, default=60.0,
-                          help="bound on the whole collection, in seconds (default 60)")
-    sampling.add_argument("--dump-timeout", type=positive_float, default=10.0,
-                          help="bound on each py-spy dump, in seconds (default 10)")
     sampling.add_argument("--py-spy", dest="py_spy", help="py-spy executable (default: on PATH or next to Python)")
     sampling.add_argument("--pystack", help="pystack executable, the second reader: it reads the ranks py-spy is "
                           "missing for, refused or fails on (default: on PATH or next to Python, when installed)")
@@ -112,10 +100,6 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                         help="fetch each rank's Flight Recorder trace from torch's debug worker server when the job "
                              "runs one (torch.distributed.debug.start_debug_server): one POST to each port the rank "
                              "listens on at every address, MASTER_PORT excepted (default on)")
-    parser.add_argument("--fr-dir", type=Path, metavar="DIR",
-                        help="the folder the job writes its Flight Recorder dumps to (files <prefix><rank>, "
-                             "TORCH_FR_DUMP_TEMP_FILE's folder; node-local like /tmp, or shared): each node's "
-                             "collector reads its own ranks' dumps there, reduces them and joins them with the stacks")
     add_topology_flags(parser)
     add_rules_flag(parser)
     add_output_flags(parser)
@@ -267,7 +251,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                              samples=args.samples, interval=args.interval,
                              native=args.native, nonblocking=args.nonblocking, locals=args.locals,
                              flight_recorder=args.flight_recorder,
-                             fr_dir=str(args.fr_dir.absolute()) if args.fr_dir else None,
+                             fr_dir=str(Path(args.fr_dir).absolute()) if args.fr_dir else None,
                              dump_timeout=min(args.dump_timeout, args.timeout),
                              profile=args.profile or 0.0, profile_rate=args.profile_rate,
                              timeout=args.timeout + (args.profile + PROFILE_GRACE if args.profile else 0.0))

@@ -23,6 +23,7 @@ import shlex
 import shutil
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -31,6 +32,8 @@ from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, 
                             INTERRUPTED_TEXT, CommandError)
 from clicore.argtypes import positive_float
 from hangdoctor.commands.common import add_topology_flags, check_order
+from hangdoctor.request import add_arguments as add_request_arguments
+from hangdoctor.request import from_namespace, to_argv
 
 EXIT_CODES = {
     EXIT_OK: "the job ended and no stall was reported (for --local and --pid, whose exit status cannot be seen "
@@ -67,10 +70,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     bounds.add_argument("--poll", type=positive_float, default=10.0, metavar="S",
                         help="seconds between looks at the log and the job (default 10)")
     verdict = parser.add_argument_group("the verdict on a stall (hangdoctor attach)")
-    verdict.add_argument("--samples", type=int, default=3, help="samples per rank (default 3)")
-    verdict.add_argument("--interval", type=positive_float, default=2.0, help="seconds between samples (default 2)")
-    verdict.add_argument("--timeout", type=positive_float, default=90.0, help="bound on the collection (default 90)")
-    verdict.add_argument("--fr-dir", type=Path, metavar="DIR", help="the job's Flight Recorder dump folder")
+    add_request_arguments(verdict)  # attach's own sampling flags, with its defaults
     verdict.add_argument("--slow", type=positive_float, metavar="PCT",
                          help="slow, not stalled: when the time per iteration stays PCT%% over its running median "
                               "for 3 polls, take `attach --profile` once (a slow-*/ folder beside the hang reports)")
@@ -208,13 +208,13 @@ def _progress(args: argparse.Namespace, log: Path | None, running: bool) -> list
 
 
 def _attach_args(args: argparse.Namespace) -> list[str]:
-    out = ["--samples", str(args.samples), "--interval", f"{args.interval:g}", "--timeout", f"{args.timeout:g}",
-           "--order", args.order]
+    request = from_namespace(args)
+    if request.fr_dir is not None:
+        request = replace(request, fr_dir=str(Path(request.fr_dir).absolute()))
+    out = [*to_argv(request), "--order", args.order]
     for flag in ("tp", "pp", "dp", "world_size"):
         if getattr(args, flag) is not None:
             out += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-    if args.fr_dir is not None:
-        out += ["--fr-dir", str(args.fr_dir.absolute())]
     return out
 
 

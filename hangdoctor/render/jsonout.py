@@ -7,9 +7,10 @@ from hangdoctor.analysis.tree import TreeNode
 from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.analysis.waits import Wait
 from hangdoctor.model import Frame
+from hangdoctor.request import VERDICT_FORMAT
 from topology import fold_ranks
 
-FORMAT = "hangdoctor-verdict/1"
+FORMAT = VERDICT_FORMAT
 
 
 def frame_dict(frame: Frame) -> dict:

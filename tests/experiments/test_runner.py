@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from experiments.hang import AttachOptions, summary_line
+from experiments.hang import summary_line
+from hangdoctor.request import AttachRequest
 from experiments.matrix import build_matrix
 from experiments.outputs import load_results, write_outputs
 from experiments.runner import Events, RunnerOptions, run_matrix
@@ -26,7 +27,7 @@ def experiment(tmp_path_factory):
                           toggles=["FIXTURE_TOGGLE=a,b"])
     launcher = ProcessLauncher()
     try:
-        results = run_matrix(matrix, launcher, out, RunnerOptions(limits=LIMITS, attach=AttachOptions(timeout=30)))
+        results = run_matrix(matrix, launcher, out, RunnerOptions(limits=LIMITS, attach=AttachRequest(timeout=30)))
     finally:
         launcher.kill_all()
     return out, matrix, launcher, results
