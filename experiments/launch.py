@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from experiments.matrix import RunSpec
-from hangdoctor.watch.jobstate import JobState
+from slurm.jobstate import JobState
 
 LOG_NAME = "train.log"
 

@@ -16,7 +16,7 @@ from experiments.launch import LOG_NAME, JobState, Launched, LaunchError, free_p
 from experiments.matrix import RunSpec
 from experiments.trainer_job import trainer_batch_job
 from experiments.user_program import UserProgram
-from hangdoctor.watch.jobstate import SlurmJobState
+from slurm.jobstate import SlurmJobState
 from slurm.errors import JobNotFound, SlurmCommandFailed, SlurmCommandMissing, SlurmError
 from slurm.jobs import show_job
 from slurm.nodelist import compress_nodelist

@@ -23,7 +23,7 @@ from experiments.launch import LOG_NAME, Launched, LaunchError
 from experiments.matrix import RunSpec
 from experiments.trainer_job import trainer_command
 from experiments.user_program import UserProgram, torchrun_target
-from hangdoctor.watch.jobstate import DONE, RUNNING, JobState
+from slurm.jobstate import DONE, RUNNING, JobState
 from slurm.process import environ_of, start_time, wait_until_gone
 
 RUN_TAG = "HANGDOCTOR_EXPERIMENT_RUN"

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from experiments.launch import Launched, Launcher
-from hangdoctor.watch.jobstate import DONE, ENDING, PENDING, JobState
-from hangdoctor.watch.logtail import LogTail
-from hangdoctor.watch.stall import StallClock
+from slurm.jobstate import DONE, ENDING, PENDING, JobState
+from throughput.logtail import LogTail
+from throughput.stall import StallClock
 from throughput.megatron_log import ParsedIteration
 from throughput.regex_log import parse_line
 

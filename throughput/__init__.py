@@ -9,4 +9,8 @@
     validity       check_topology(): the divisibility rules and the tile/wave/fused-softmax hints
     planner        plan_topologies(): valid (TP, PP, DP, MBS) with memory per GPU, TP within a node
     render         render_plan() (rich) and plan_to_dict() (--json)
+    logtail        the lines a growing log gained (follows truncation and rotation, regular files only)
+    progress       what counts as progress: a higher iteration in the log (Megatron lines or a regex), a
+                   heartbeat file that changed
+    stall          when silence becomes a stall (a fixed bound, or one derived from the iteration times seen)
 """

@@ -17,7 +17,7 @@ def iteration_pattern(text: str | None) -> re.Pattern | None:
     """--iteration-regex compiled as `hangdoctor watch` compiles it, and holding the iteration and its time."""
     if text is None:
         return None
-    from hangdoctor.watch.progress import compile_iteration_regex
+    from throughput.progress import compile_iteration_regex
     from throughput.regex_log import EXAMPLE, check_timed
 
     try:

@@ -98,7 +98,7 @@ def _check(args: argparse.Namespace) -> list[str] | None:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} does not fit in --timeout "
                            f"{args.timeout:g}", hint="e.g. --samples 3 --interval 2 --timeout 90", exit_code=EXIT_USAGE)
     if args.iteration_regex:
-        from hangdoctor.watch.progress import compile_iteration_regex
+        from throughput.progress import compile_iteration_regex
 
         try:
             compile_iteration_regex(args.iteration_regex)
@@ -141,7 +141,7 @@ def _stdout_file(pid: int) -> Path | None:
 
 
 def _slurm_target(args: argparse.Namespace):
-    from hangdoctor.watch.jobstate import DONE, SlurmJobState
+    from slurm.jobstate import DONE, SlurmJobState
     from slurm.errors import JobNotFound, SlurmError
     from slurm.jobs import show_job
 
@@ -164,7 +164,7 @@ def _slurm_target(args: argparse.Namespace):
 def _local_target(args: argparse.Namespace):
     from hangdoctor.collector import procs
     from hangdoctor.sources.local import pick_torchrun_job
-    from hangdoctor.watch.jobstate import ProcessesState
+    from hangdoctor.watch.processes import ProcessesState
 
     if args.local:
         run_id, pids = pick_torchrun_job(args.run_id)
@@ -181,7 +181,7 @@ def _local_target(args: argparse.Namespace):
 
 
 def _progress(args: argparse.Namespace, log: Path | None, running: bool) -> list:
-    from hangdoctor.watch.progress import HeartbeatProgress, LogProgress, compile_iteration_regex
+    from throughput.progress import HeartbeatProgress, LogProgress, compile_iteration_regex
 
     sources = []
     if log is not None:
@@ -221,7 +221,7 @@ def _attach_args(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from hangdoctor.watch.loop import WatchPlan, watch
     from hangdoctor.watch.slowdown import SlowDetector
-    from hangdoctor.watch.stall import StallClock
+    from throughput.stall import StallClock
 
     on_hang = _check(args)
     target, state, log, running = _slurm_target(args) if args.jobid else _local_target(args)

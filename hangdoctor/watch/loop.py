@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangdoctor.watch.jobstate import DONE, ENDING, PENDING, JobState
+from slurm.jobstate import DONE, ENDING, PENDING, JobState
 from hangdoctor.watch.slowdown import SlowDetector
-from hangdoctor.watch.stall import StallClock
+from throughput.stall import StallClock
 from slurm.errors import SlurmCommandMissing
 from slurm.process import run_command
 

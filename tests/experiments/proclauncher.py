@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from experiments.launch import LOG_NAME, Launched
-from hangdoctor.watch.jobstate import DONE, RUNNING, JobState
+from slurm.jobstate import DONE, RUNNING, JobState
 from experiments.matrix import RunSpec
 from tests.support import PYTHON, child_env, kill_tree
 

@@ -8,7 +8,7 @@ import pytest
 from experiments.results import RunResult, fill_from_run_dir
 from experiments.tables import render_markdown
 from experiments.user_program import parse_program, torchrun_target
-from hangdoctor.watch.progress import compile_iteration_regex, iteration_of
+from throughput.progress import compile_iteration_regex, iteration_of
 from tests.experiments.test_experiment_cli import assert_one_error, cli
 from throughput.regex_log import check_timed, parse_lines, parse_regex_line
 

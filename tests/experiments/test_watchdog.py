@@ -12,7 +12,7 @@ import pytest
 
 from experiments.matrix import build_matrix
 from experiments.watchdog import COMPLETED, FAILED, HUNG, TIMEOUT, Limits, watch
-from hangdoctor.watch.logtail import LogTail
+from throughput.logtail import LogTail
 from tests.experiments.proclauncher import ProcessLauncher
 from tests.hangdoctor.livejobs import wait_until
 

@@ -61,3 +61,10 @@ def test_the_sampling_flags_are_spelt_in_one_module():
                 if flag in path.read_text():
                     spelt.append(f"{path.relative_to(REPO)}: {flag}")
     assert spelt == []
+
+
+def test_experiments_imports_nothing_from_hangdoctor_but_the_contract():
+    found = set()
+    for path in (REPO / "experiments").rglob("*.py"):
+        found |= set(re.findall(r"^\s*(?:from|import) (hangdoctor[\w.]*)", path.read_text(), re.M))
+    assert found == {"hangdoctor.request"}

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hangdoctor.watch.logtail import LogTail
-from hangdoctor.watch.progress import LogProgress, compile_iteration_regex, iteration_of
-from hangdoctor.watch.stall import StallClock
+from throughput.logtail import LogTail
+from throughput.progress import LogProgress, compile_iteration_regex, iteration_of
+from throughput.stall import StallClock
 from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 
 JOB = Path(__file__).parent / "fixtures" / "watch_job.py"
@@ -189,7 +189,7 @@ def test_completing_is_not_the_end_until_the_final_state_or_the_bound():
     """COMPLETING carries no final state or exit code yet (seen on the busy test cluster: a cancelled job read
     as 'ended: COMPLETING'): the watch waits for CANCELLED/FAILED, at most ENDING_LIMIT seconds. The scontrol
     text is the recorded one with its state and exit code replaced: COMPLETING cannot be held on demand."""
-    from hangdoctor.watch.jobstate import DONE, ENDING, ENDING_LIMIT, RUNNING, SlurmJobState
+    from slurm.jobstate import DONE, ENDING, ENDING_LIMIT, RUNNING, SlurmJobState
     from slurm.jobs import parse_show_job
 
     recorded = (REPO / "tests" / "slurm" / "data" / "show_job_completed.txt").read_text()

@@ -4,8 +4,7 @@ SLURM: `scontrol show job` (queued, running, or its final state and exit code; s
 MinJobAge after it ends, which is said as such). COMPLETING is not an end: the final state (CANCELLED, FAILED,
 COMPLETED) and exit code come after it, so it is `ENDING` until then, at most `ENDING_LIMIT` seconds (a node
 that never releases the job: a process that ignores SIGKILL in state D). A busy slurmctld is not an ended job: it is given
-`UNSEEN_LIMIT` seconds. Local processes (--local, --pid): the job runs while one of them does (state Z counts as
-gone); from outside, their exit status cannot be known, and the state says so.
+`UNSEEN_LIMIT` seconds. A job known by its local processes: hangdoctor/watch/processes.py, the same `JobState`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from hangdoctor.collector import procs
 from slurm.errors import JobNotFound, SlurmError
 from slurm.jobs import show_job
 from slurm.sbatch import TERMINAL_STATES
@@ -83,18 +81,3 @@ class SlurmJobState:
                 shown += f" for {ENDING_LIMIT:.0f}s: a node has not released the job"
             return JobState(DONE, shown, code)
         return JobState(RUNNING, job.state)
-
-
-class ProcessesState:
-    """A job known by its processes on this machine: running while any of them is."""
-
-    def __init__(self, pids: list[int]):
-        self.pids = list(pids)
-
-    def __call__(self) -> JobState:
-        alive = [pid for pid in self.pids if (stat := procs.read_stat(pid)) is not None
-                 and stat["state"] not in ("Z", "X", "x")]
-        if alive:
-            return JobState(RUNNING, f"{len(alive)} of {len(self.pids)} processes running")
-        return JobState(DONE, f"its {len(self.pids)} process{'es' if len(self.pids) > 1 else ''} ended "
-                              f"(their exit status cannot be seen from outside)")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clicore.regex import compile_user_regex
-from hangdoctor.watch.logtail import LogTail
+from throughput.logtail import LogTail
 from throughput.megatron_log import parse_iteration_line
 from throughput.regex_log import iteration_number
 
