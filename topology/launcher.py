@@ -1,5 +1,7 @@
-"""Which rank a process is, as its launcher said: the one table of launcher variables, read by the trainer, by
-tracing (in the traced process) and by hangdoctor's collector (from /proc/PID/environ of another process).
+"""Which rank a process is, as its launcher said, and which processes are launchers: the one table of launchers,
+read by the trainer, by tracing (in the traced process: is this a launcher, which rank am I), by hangdoctor's
+collector (from /proc/PID/environ and the executable of another process) and by hangdoctor's analysis (from a
+command line in a dump).
 
     torchrun (and DeepSpeed's launcher)   RANK          LOCAL_RANK                  WORLD_SIZE
     srun                                  SLURM_PROCID  SLURM_LOCALID               SLURM_NTASKS
@@ -14,7 +16,8 @@ such as "" or "-1" is as if absent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 RANK_VARS = ("RANK", "SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
@@ -22,6 +25,48 @@ LOCAL_RANK_VARS = ("LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_
 WORLD_SIZE_VARS = ("WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
 LAUNCHER_OF = {"RANK": "torchrun", "SLURM_PROCID": "srun", "PMI_RANK": "mpi", "OMPI_COMM_WORLD_RANK": "mpi",
                "PMIX_RANK": "mpi"}
+
+# Python launchers that start ranks and are not ranks: as `python -m MODULE`, or as their console script
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.launch",
+                    "deepspeed.launcher.runner", "accelerate.commands.launch", "accelerate.commands.accelerate_cli")
+LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "ds", "accelerate")  # accelerate only as `accelerate launch`
+# executables that start or wrap the ranks' processes (shells, SLURM, MPI, pdsh, the collector's own py-spy)
+PROCESS_STARTERS = frozenset({
+    "srun", "slurmstepd", "salloc", "sbatch", "sh", "bash", "dash", "zsh", "ksh", "env", "timeout", "py-spy",
+    "sleep", "tee", "mpirun", "mpiexec", "orted", "hydra_pmi_proxy", "pdsh",
+})
+
+
+def launcher_in_command(argv: Sequence[str], extra_modules: Sequence[str] = ()) -> str:
+    """The Python launcher a command line runs (a module of LAUNCHER_MODULES or extra_modules, or a program of
+    LAUNCHER_PROGRAMS), or "". Read as Python reads its own command line: the interpreter (or the console script
+    itself), its options, then `-m MODULE`, `-c CODE` or the script."""
+    if not argv:
+        return ""
+    first = os.path.basename(argv[0])
+    if first in LAUNCHER_PROGRAMS:
+        return _program(first, argv[1:2])
+    args, i = list(argv[1:]), 0
+    while i < len(args):
+        token = args[i]
+        if token == "-m":
+            module = args[i + 1] if i + 1 < len(args) else ""
+            return module if module in LAUNCHER_MODULES or module in extra_modules else ""
+        if token in ("-X", "-W"):
+            i += 2
+            continue
+        if token.startswith("-"):
+            if token == "-c":
+                return ""
+            i += 1
+            continue
+        program = os.path.basename(token)
+        return _program(program, args[i + 1:i + 2]) if program in LAUNCHER_PROGRAMS else ""
+    return ""
+
+
+def _program(program: str, following: Sequence[str]) -> str:
+    return "" if program == "accelerate" and list(following) != ["launch"] else program
 
 
 @dataclass(frozen=True)

@@ -14,30 +14,14 @@ from collections.abc import MutableMapping
 
 from tracing.config import ENV_VAR, TraceConfig
 from tracing.identity import current_identity
+from topology.launcher import launcher_in_command
 
 OWNER_VAR = "HANGDOCTOR_TRACE_OWNER"
-LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.runner",
-                    "deepspeed.launcher.launch", "tracing")
-LAUNCHER_SCRIPTS = ("torchrun", "deepspeed", "ds")
 
 
 def is_launcher(orig_argv: list[str]) -> bool:
-    args = orig_argv[1:]
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if token == "-m":
-            return i + 1 < len(args) and args[i + 1] in LAUNCHER_MODULES
-        if token in ("-X", "-W"):
-            i += 2
-            continue
-        if token.startswith("-"):
-            if token == "-c":
-                return False
-            i += 1
-            continue
-        return os.path.basename(token) in LAUNCHER_SCRIPTS
-    return False
+    """A launcher (topology.launcher's table), or `python -m tracing` itself: never traced."""
+    return bool(launcher_in_command(orig_argv, extra_modules=("tracing",)))
 
 
 def start_from_environment(environ: MutableMapping[str, str] | None = None):

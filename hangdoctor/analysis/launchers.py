@@ -13,10 +13,8 @@ from __future__ import annotations
 from hangdoctor.analysis.waits import WaitTable
 from hangdoctor.formats.nodefile import Found
 from hangdoctor.model import SetAside
+from topology.launcher import launcher_in_command
 
-_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.launch",
-                     "deepspeed.launcher.runner", "accelerate.commands.launch", "accelerate.commands.accelerate_cli")
-_LAUNCHER_PROGRAMS = ("torchrun", "deepspeed", "accelerate")
 # process titles (setproctitle's, the command line's first word) of a framework's own processes that are not ranks:
 # an actor idle in Ray's task loop shows nothing else of what it is
 _HELPER_TITLES = (("ray::TrainController", "launcher", "Ray Train's controller"),
@@ -31,18 +29,6 @@ def helper_by_title(cmdline: tuple[str, ...]) -> tuple[str, str] | None:
     if not title.startswith(_TITLE_PREFIXES):
         return None
     return next(((role, what) for prefix, role, what in _HELPER_TITLES if title.startswith(prefix)), None)
-
-
-def launcher_by_cmdline(cmdline: tuple[str, ...]) -> str:
-    """What launcher this command line runs, or ""."""
-    head = list(cmdline[:4])
-    for i, arg in enumerate(head):
-        if arg in _LAUNCHER_MODULES and i and head[i - 1] == "-m":
-            return arg
-        program = arg.rsplit("/", 1)[-1]
-        if program in _LAUNCHER_PROGRAMS and (program != "accelerate" or "launch" in head):
-            return program
-    return ""
 
 
 def _main_stacks(found: Found):
@@ -157,7 +143,7 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
             role = None  # a rank that runs inside a launcher-looking frame (a driver in an engine process)
         elif role is not None and role.kind == "worker" and _any_thread_communicates(f, table):
             role = None  # a rank whose main thread serves a helper pool (inductor's compile workers' reader)
-        program = "" if role is not None else launcher_by_cmdline(f.cmdline)
+        program = "" if role is not None else launcher_in_command(f.cmdline)
         titled = helper_by_title(f.cmdline) if role is None and not program else None
         if role is None and not program and titled is None:
             ranks.append(f)

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import os
 
-from topology.launcher import LOCAL_RANK_VARS, RANK_VARS, WORLD_SIZE_VARS, launched_rank
+from topology.launcher import LOCAL_RANK_VARS, PROCESS_STARTERS, RANK_VARS, WORLD_SIZE_VARS, launched_rank
 
 # Only these variables are copied into the output: environments may hold secrets.
 KEPT_ENV = RANK_VARS + LOCAL_RANK_VARS + WORLD_SIZE_VARS + (
     "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME", "SLURM_NODEID", "TORCHELASTIC_RUN_ID",
     "GROUP_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
 )
-LAUNCHERS = frozenset({
-    "srun", "slurmstepd", "salloc", "sbatch", "sh", "bash", "dash", "zsh", "ksh", "env", "timeout", "py-spy",
-    "sleep", "tee", "mpirun", "mpiexec", "orted", "hydra_pmi_proxy", "pdsh",
-})
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -176,7 +172,7 @@ def find_ranks(match: dict, node_name: str | None = None, *, own_pid: int | None
     kept = []
     for info in candidates:
         name = os.path.basename(info["exe"]) or (os.path.basename(info["cmdline"][0]) if info["cmdline"] else "?")
-        if name in LAUNCHERS:
+        if name in PROCESS_STARTERS:
             skipped.append(f"pid {info['pid']} ({name}): launcher")
         elif info["rank"] is None:
             skipped.append(f"pid {info['pid']} ({name}): no rank in its environment")
