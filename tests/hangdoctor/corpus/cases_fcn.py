@@ -1,0 +1,12 @@
+"""First-contact batch N (eighth first-contact round, part N): live cases from public reports and programs on
+early stopping decided per rank from its local validation loss, a SIGTERM/preemption handler that checkpoints
+with a collective on the one rank that got the signal, a checkpoint written to a path that never answers while
+the others wait in a gloo monitored_barrier, and a graceful torch.distributed.rpc.shutdown() while one worker's
+RPC handler is still blocked; and a shape case from a public thread (see each case.json's source and thread)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# Lightning-AI/pytorch-lightning#379 and webdataset/webdataset#446, 3 ranks: rank 1's local validation loss stops
+# improving, it breaks out of the epoch loop and waits in the final barrier; ranks 0 and 2 wait in DDP's gradient
+# all_reduce of the next epoch's first step.
+register(LiveCase("fcn_early_stop_local_val", torchrun(3, "fcn_early_stop_local_val.py"), ranks=3, settle=3.0))
