@@ -10,3 +10,8 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # improving, it breaks out of the epoch loop and waits in the final barrier; ranks 0 and 2 wait in DDP's gradient
 # all_reduce of the next epoch's first step.
 register(LiveCase("fcn_early_stop_local_val", torchrun(3, "fcn_early_stop_local_val.py"), ranks=3, settle=3.0))
+
+# ai2cm/ace PR #1398, NVIDIA-NeMo/Automodel PR #3007, kyutai-labs/pocket-tts PR #277, 3 ranks: SIGTERM reaches rank 1
+# only; its handler checkpoints at once and waits in gather_object's all_gather; ranks 0 and 2 wait in DDP's gradient
+# all_reduce of the same step.
+register(LiveCase("fcn_sigterm_ckpt_handler", torchrun(3, "fcn_sigterm_ckpt_handler.py"), ranks=3, settle=3.0))
