@@ -5,6 +5,7 @@ the others wait in a gloo monitored_barrier, and a graceful torch.distributed.rp
 RPC handler is still blocked; and a shape case from a public thread (see each case.json's source and thread)."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+from tests.support import PYTHON
 
 # Lightning-AI/pytorch-lightning#379 and webdataset/webdataset#446, 3 ranks: rank 1's local validation loss stops
 # improving, it breaks out of the epoch loop and waits in the final barrier; ranks 0 and 2 wait in DDP's gradient
@@ -15,3 +16,8 @@ register(LiveCase("fcn_early_stop_local_val", torchrun(3, "fcn_early_stop_local_
 # only; its handler checkpoints at once and waits in gather_object's all_gather; ranks 0 and 2 wait in DDP's gradient
 # all_reduce of the same step.
 register(LiveCase("fcn_sigterm_ckpt_handler", torchrun(3, "fcn_sigterm_ckpt_handler.py"), ranks=3, settle=3.0))
+
+# NVIDIA-NeMo/RL PR #3504 and instructlab/training PR #566, mp.spawn, 3 ranks: rank 0's torch.save blocks opening a
+# checkpoint path that never answers (a FIFO nobody reads); ranks 1 and 2 wait in gloo's monitored_barrier.
+register(LiveCase("fcn_save_hung_path_monitored_barrier",
+                  (PYTHON, "{fixtures}/fcn_save_hung_path_monitored_barrier.py"), ranks=3, settle=2.0))
