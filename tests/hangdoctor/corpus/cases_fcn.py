@@ -21,3 +21,9 @@ register(LiveCase("fcn_sigterm_ckpt_handler", torchrun(3, "fcn_sigterm_ckpt_hand
 # checkpoint path that never answers (a FIFO nobody reads); ranks 1 and 2 wait in gloo's monitored_barrier.
 register(LiveCase("fcn_save_hung_path_monitored_barrier",
                   (PYTHON, "{fixtures}/fcn_save_hung_path_monitored_barrier.py"), ranks=3, settle=2.0))
+
+# pytorch/examples distributed/rpc (fire-and-forget rpc_async, then rpc.shutdown) and the graceful shutdown's join
+# (pytorch/pytorch PR #30693, PR #61094), mp.spawn, driver + 3 workers: worker 2's RPC handler blocks in an HTTP read
+# from a collector that never answers; every main thread waits in rpc.shutdown.
+register(LiveCase("fcn_rpc_shutdown_blocked_handler", (PYTHON, "{fixtures}/fcn_rpc_shutdown_blocked_handler.py"),
+                  ranks=4, settle=3.0))
