@@ -27,3 +27,23 @@ register(LiveCase("fcn_save_hung_path_monitored_barrier",
 # from a collector that never answers; every main thread waits in rpc.shutdown.
 register(LiveCase("fcn_rpc_shutdown_blocked_handler", (PYTHON, "{fixtures}/fcn_rpc_shutdown_blocked_handler.py"),
                   ranks=4, settle=3.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcn_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+
+# sgl-project/sglang PR #24694 ('Fix NCCL deadlock in Ulysses SP when sequence length has remainder'): SGLang
+# diffusion (multimodal_gen), LTX-2 text-to-video with --ulysses-degree 4 on 4 GPUs, 97 frames (13 latent frames,
+# padded to 16 for 4 SP ranks): _build_ltx2_sp_padding_mask gives a mask only to rank 3 (the padding holder);
+# USPAttention.forward all-gathers the mask there only. Rank 3 spins in the mask all-gather's NCCL enqueue, ranks 0-2
+# wait in the output all-to-all. Launcher: the `sglang generate` CLI process (idle in the result pipe's recv).
+ULYSSES_ARGS = ("generate --model-path Lightricks/LTX-2 --num-gpus 4 --ulysses-degree 4 --num-frames 97 "
+                "--height 512 --width 768 --prompt 'a red fox running through fresh snow'")
+register(LiveCase(
+    "fcn_sglang_ulysses_pad_mask_gather",
+    in_tree("fcn_sglang_ulysses_pad_mask_gather",
+            f"{shlex.quote(PYTHON)} -m sglang.multimodal_gen.runtime.entrypoints.cli.main {ULYSSES_ARGS}"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcn_sglang_ulysses_pad_mask_gather"),
+))
