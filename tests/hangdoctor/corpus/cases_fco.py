@@ -23,3 +23,23 @@ register(LiveCase("fco_log_http_handler_lock", torchrun(3, "fco_log_http_handler
 # Background checkpoint upload in a forked child (MLPA-DKU/GazeEstimation utils/mp_test.py, pytorch/pytorch#45042),
 # 3 ranks: rank 0 waits in os.waitpid for its upload child (stuck in socket recv); ranks 1-2 in DDP's all_reduce.
 register(LiveCase("fco_fork_upload_waitpid", torchrun(3, "fco_fork_upload_waitpid.py"), ranks=3, settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fco_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env, tree  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# FujitsuPolycom/sparkring#224 (vLLM V1 multiproc executor, TP4: EngineCore blocks for ever in
+# MultiprocExecutor.get_response / _wait_for_response for a step result that never arrives, while all Worker_TP
+# processes idle in worker_busy_loop's dequeue for their next work item: a step response lost between a worker and
+# the scheduler) with the EngineCore frames of vllm-project/vllm#50835: `vllm serve MODEL --tensor-parallel-size 4`;
+# no rank did anything different.
+register(LiveCase(
+    "fco_vllm_mp_lost_step_response",
+    in_tree("fco_vllm_mp_lost_step_response",
+            f"{shlex.quote(PYTHON)} {shlex.quote(tree('fco_vllm_mp_lost_step_response') + '/bin/vllm')} "
+            "serve Qwen/Qwen3-32B --tensor-parallel-size 4"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fco_vllm_mp_lost_step_response"),
+))
