@@ -244,6 +244,8 @@ RULES: tuple[WaitRule, ...] = (
     R("lock", "python", "concurrent/futures/", "result|wait|as_completed|_wait_for_tstate_lock|__exit__|shutdown",
       op="future", says="a concurrent.futures result", **GENERIC),
     R("lock", "python", "queue.py", "get|put|join", op="queue", says="a queue", **GENERIC),
+    R("lock", "python", "logging/__init__.py", "Handler.acquire|acquire|_acquireLock", op="logging lock",
+      says="a logging handler's lock (held by the thread that is writing a record)", **GENERIC),
     R("io", "python", "multiprocessing/", "get|recv|recv_bytes|_recv_bytes|_recv|poll|_poll|wait|join|"
       "Connection.recv|Connection.poll|Popen.wait|Popen.poll|BaseProcess.join|put|_send", op="multiprocessing",
       says="another process (a pipe, queue or join)", **GENERIC),

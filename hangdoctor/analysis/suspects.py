@@ -50,7 +50,7 @@ UNRESPONSIVE_REASONS = {
 }
 _UNRESPONSIVE_SURE = {STOPPED: "high", D_STATE: "high", GONE: "medium", MISSING: "medium"}
 _ORDER = ("busy", "straggler", "local-wait", "unresponsive-high", "other-call", "inside-call", "outside",
-          "unresponsive-medium", "minority", "device-sync", "unresponsive-low")
+          "unresponsive-medium", "minority", "odd-thread", "device-sync", "unresponsive-low")
 _CONFIDENCE = {"high": 0, "medium": 1, "low": 2}
 
 
@@ -59,7 +59,8 @@ class Suspect:
     ranks: list[int]
     where: str
     reason: str
-    kind: str  # busy, straggler, local-wait, unresponsive, other-call, inside-call, outside, device-sync, minority
+    kind: str  # busy, straggler, local-wait, unresponsive, other-call, inside-call, outside, device-sync, minority,
+    # odd-thread (odd_threads.py)
     confidence: str = "medium"  # high, medium, low
     evidence: list[dict] = field(default_factory=list)  # [{"type": "frame"|"samples"|"cpu"|"thread"|"local"|..., "text": ...}]
 

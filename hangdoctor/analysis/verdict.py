@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangdoctor.analysis.classes import RankClass, build_classes, where
+from hangdoctor.analysis.odd_threads import odd_thread_suspects
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.roles import assign_roles
@@ -95,6 +96,8 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
                                     set_aside=collection.set_aside, decided=decided, graph=graph)
     suspects = apply_causes(suspects, causes, graph, dims)
+    if not suspects:  # the main threads tell no rank apart: their other threads may
+        suspects = odd_thread_suspects(collection.records, views, table)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
         suspects, hints = with_sequence(sequences, suspects, hints, dims, unread)
