@@ -10,6 +10,7 @@ records each process's parent): a process whose children are ranks is their laun
 
 from __future__ import annotations
 
+from hangdoctor.analysis.programs import outsiders
 from hangdoctor.analysis.waits import WaitTable
 from hangdoctor.formats.nodefile import Found
 from hangdoctor.model import SetAside
@@ -164,9 +165,15 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
         if a.role == "launcher" and a.pid and a.cmdline:
             first_launcher[a.host] = min(a.pid, first_launcher.get(a.host, a.pid))
     rank_of = {(f.host, f.pid): f.rank for f in ranks if f.rank is not None}
+    apart = outsiders(ranks, table)
     kept = []
-    for f in ranks:
-        if f.rank is not None and f.ppid and rank_of.get((f.host, f.ppid)) == f.rank:
+    for index, f in enumerate(ranks):
+        if index in apart and _describe(f, table)[1]:  # a program of its own that waits beside the ranks': their
+            where, idle = _describe(f, table)           # driver (one that runs may be doing a rank's work)
+            name, file = apart[index][1], apart[index][0]
+            aside.append(SetAside(f.host, f.pid, "launcher", f"runs a program of its own ({name} in {file}) beside "
+                                  f"the ranks', and waits in no call of theirs", f.cmdline, f.ppid, where, idle))
+        elif f.rank is not None and f.ppid and rank_of.get((f.host, f.ppid)) == f.rank:
             # a process the rank started (a data producer, a logger) inherits its RANK: a helper of that rank
             where, idle = _describe(f, table)
             aside.append(SetAside(f.host, f.pid, "worker", f"a child of rank {f.rank} (its RANK inherited)",

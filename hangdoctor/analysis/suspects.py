@@ -74,7 +74,8 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
     anchor = pick_anchor(places)
     others = [p for p in places if p is not anchor]
     waited_for = any(not p.moving for p in places)  # a straggler is one only if some rank waits for it
-    suspects: list[Suspect] = [_judge(place, anchor, dims) for place in others if waited_for or not place.moving]
+    alone = len(places) == 1
+    suspects: list[Suspect] = [_judge(place, anchor, dims, alone) for place in others if waited_for or not place.moving]
     waited = None
     if graph is not None and anchor is not None:
         node = next((n for n in graph.nodes if n.place is anchor), None)
@@ -99,8 +100,8 @@ def _order_key(suspect: Suspect) -> str:
     return f"unresponsive-{suspect.confidence}" if suspect.kind == "unresponsive" else suspect.kind
 
 
-def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None) -> Suspect:
-    """Why this place is out of step with the anchor, and how sure that is."""
+def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None, alone: bool = False) -> Suspect:
+    """Why this place is out of step with the anchor, and how sure that is. alone: it holds every rank."""
     evidence = _evidence(place)
     here = place.position
     there = f"{who(anchor.ranks, dims)} {verb(anchor.ranks, 'waits', 'wait')} in {anchor.position}" if anchor and \
@@ -115,7 +116,9 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None) -> Sus
     kind = place.activity
     if kind in LOCAL_KINDS:
         says = place.wait.says if place.wait else kind
-        sure = "high" if anchor is not None and anchor.in_collective else "medium"
+        # beside ranks in a collective it holds them up; alone, it is one of several places; every rank in it:
+        # nothing sets one apart (vLLM's workers all sleeping in their broadcast queue's back-off)
+        sure = "high" if anchor is not None and anchor.in_collective else "low" if alone else "medium"
         return Suspect(place.ranks, place.where, f"waits in {here}: {says}{' while ' + there if there else ''}",
                        "local-wait", sure, evidence)
     if place.in_collective:

@@ -1,0 +1,76 @@
+"""Which program a process runs, read from its stack: the ranks of a job all run one.
+
+A process's program is its outermost frame of its own (its entry), once the frames every Python process starts
+with are passed: runpy's (`python -m`), multiprocessing's spawn and fork start-up down to the target a `Process`
+runs, torch's spawn wrapper, threading's bootstrap. So torchrun's ranks share `<module> (train.py)`, vLLM's
+workers `WorkerProc.worker_main`, Ray's actors Ray's worker loop; the CLI that spawned SGLang's schedulers runs
+`<module> (sglang/.../cli/main.py)`, vLLM's engine core `EngineCoreProc.run_engine_core`.
+
+`outsiders` finds, among processes that no launcher variable names a rank of, the ones that run a program of
+their own beside a family of processes that share one (the ranks: at least two, more than half of them), do
+not wait in a call any of that family waits in, and do not wait on a GPU (rank work). Such a process, when it waits (for the ranks' answers, on a
+pipe, idle), is the job's driver, never a rank (one that runs may be doing a rank's work: launchers.py keeps it): numbered as one it shifts every rank after it and,
+being the one process unlike the others, is blamed. One that waits in the family's own call or on its GPU (vLLM's
+Ray driver, TP rank 0 of the collective the workers are in) stays a rank.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hangdoctor.analysis.waits import WaitTable
+from hangdoctor.formats.nodefile import Found
+
+_START_FILES = ("<frozen runpy>", "runpy.py", "<string>", "multiprocessing/spawn.py", "multiprocessing/process.py",
+                "multiprocessing/popen_fork.py", "multiprocessing/forkserver.py", "torch/multiprocessing/spawn.py",
+                "threading.py")
+
+
+def program_of(found: Found) -> tuple[str, str] | None:
+    """(file, function) of its entry: the outermost frame of its main thread's last stack that is not Python's
+    or multiprocessing's start-up; None with no Python stack."""
+    for sample in reversed(found.samples):
+        thread = sample.main_thread(found.pid)
+        if thread is None or not thread.frames:
+            continue
+        for frame in reversed(thread.frames):
+            if frame.native or not frame.file:
+                continue
+            if not frame.file.endswith(_START_FILES):
+                return frame.file, frame.name
+        return None
+    return None
+
+
+def outsiders(found: list[Found], table: WaitTable) -> dict[int, tuple[str, str]]:
+    """{index in `found`: its program} for the processes without a launcher's rank that run a program of their
+    own beside the ranks' (see the module docstring)."""
+    if all(f.rank is not None for f in found):  # every process has its launcher's rank: nothing to tell apart
+        return {}
+    programs = [program_of(f) for f in found]
+    counts = Counter(p for p in programs if p is not None)
+    if not counts:
+        return {}
+    family, size = counts.most_common(1)[0]
+    if size < 2 or size * 2 <= len(found):
+        return {}
+    alone = [i for i, (f, p) in enumerate(zip(found, programs))
+             if f.rank is None and p is not None and p != family and counts[p] == 1]
+    if not alone:
+        return {}
+    memo: dict = {}
+    family_ops = {wait.op for f, p in zip(found, programs) if p == family for wait in _waits(f, table, memo)}
+    return {i: programs[i] for i in alone if not any(w.kind == "device-sync" or w.communicates and w.op in family_ops
+                                                     for w in _waits(found[i], table, memo))}
+
+
+def _waits(found: Found, table: WaitTable, memo: dict):
+    for sample in found.samples:
+        for thread in sample.threads:
+            if thread.frames:
+                key = id(thread.frames)  # interned: ranks in one place share one stack object
+                if key not in memo:
+                    memo[key] = (thread.frames, table.classify(thread.frames))  # the stack kept alive
+                wait = memo[key][1]
+                if wait is not None:
+                    yield wait
