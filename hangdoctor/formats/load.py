@@ -20,6 +20,7 @@ from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
 from hangdoctor.formats.pyspy_text import looks_like_text_dump
 from hangdoctor.formats.text import read_text
+from hangdoctor.formats.watchdog_log import read_watchdog_status
 from hangdoctor.identity import (TopologyFlags, assign_missing_ranks, build_records, guess_topology, natural_key,
                                  split_cmdline)
 from hangdoctor.model import OK, Collection, NodeReport, Sample
@@ -158,6 +159,13 @@ def _text_dumps(path: Path, text: str, extras: Extras, not_json: str = "") -> tu
             samples=[Sample(index=0, time=path.stat().st_mtime, status=proc.status, threads=tuple(proc.threads),
                             error=proc.error, source=str(path))],
         ))
+    statuses = read_watchdog_status(text, str(path))
+    if statuses:  # the NCCL watchdog's last collective per rank: read like Flight Recorder sequences
+        extras.flight_recorder.extend(statuses)
+        extras.notes.append(f"{path}: read the NCCL watchdog's last collective of rank"
+                            f"{'s' if len(statuses) > 1 else ''} {fold_ranks([d.rank for d in statuses])}")
+        if not found:
+            return [], []
     if not found and not_json:
         raise InputError(not_json)
     if not found:
@@ -287,7 +295,9 @@ def _one_per_rank(dumps: list, notes: list[str]) -> list:
     kept: dict[int, object] = {}
     for dump in dumps:
         other = kept.get(dump.rank)
-        if other is None or (other.source.endswith(".json") and not dump.source.endswith(".json")):
+        if other is not None and dump.version == "log":  # a log's watchdog lines say less than a dump of the rank
+            continue
+        if other is None or other.version == "log" or (other.source.endswith(".json") and not dump.source.endswith(".json")):
             kept[dump.rank] = dump
         elif other.count != dump.count:
             notes.append(f"two Flight Recorder dumps of rank {dump.rank} differ ({other.source}, {dump.source}): "
