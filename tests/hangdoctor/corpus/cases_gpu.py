@@ -16,3 +16,5 @@ register(LiveCase("gpu_nccl_ddp_data_stall", torchrun(2, "gpu_nccl_ddp_data_stal
                   settle=3.0, start_timeout=90.0, env=NCCL_ONE_GPU))
 register(LiveCase("gpu_nccl_tp_skip_allreduce", torchrun(4, "gpu_nccl_tp_skip_allreduce.py"), ranks=4, gpu=True,
                   settle=3.0, start_timeout=90.0, env=NCCL_ONE_GPU))
+register(LiveCase("gpu_nccl_pp_skip_send", torchrun(2, "gpu_nccl_pp_skip_send.py"), ranks=2, gpu=True,
+                  settle=3.0, start_timeout=90.0, env=NCCL_ONE_GPU))
