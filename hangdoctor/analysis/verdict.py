@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.classes import RankClass, build_classes, where
 from hangdoctor.analysis.odd_threads import odd_thread_suspects
+from hangdoctor.analysis.p2p_pairs import P2pGap, p2p_gaps
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.roles import assign_roles
@@ -101,6 +102,9 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
         suspects, hints = with_sequence(sequences, suspects, hints, dims, unread)
+    gaps = p2p_gaps(collection.flight_recorder) if collection.flight_recorder else []
+    if gaps:
+        suspects, hints = with_p2p(gaps, suspects, hints, dims)
     stacks = {rank: view.stack for rank, view in views.items() if view.stack}
     silent = {status: [r for r in ranks if not views[r].stack] for status, ranks in unresponsive.items()}
     if missing:
@@ -204,6 +208,30 @@ def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: l
                       f"{last[1]} up to #{last[0]}): no rank skipped or reordered one; if ranks still wait, the "
                       "collective itself (network, NCCL/gloo) is stuck"]
     return found + suspects, parted + hints
+
+
+def with_p2p(gaps: list[P2pGap], suspects: list[Suspect], hints: list[str],
+             dims: ParallelDims | None) -> tuple[list[Suspect], list[str]]:
+    """Point-to-point calls paired across ranks (p2p_pairs.py): the rank that never posted its side first; stack
+    suspects among the ranks waiting for it become low; "every group issued the same collectives" is no longer
+    the whole story."""
+    found, said = [], []
+    for late in sorted({g.late for g in gaps}):
+        reason = "; ".join(g.sentence for g in gaps if g.late == late)
+        evidence = {"type": "flight-recorder", "text": reason}
+        same = next((s for s in suspects if s.ranks == [late]), None)
+        if same is not None:
+            suspects.remove(same)
+        found.append(Suspect([late], same.where if same else where([late], dims), reason, "never-issued", "high",
+                             [evidence, *(same.evidence if same else [])]))
+        said += [f"rank {late} {g.sentence}" for g in gaps if g.late == late]
+    waiting = {g.receiver if g.late == g.sender else g.sender for g in gaps}
+    for suspect in suspects:
+        if set(suspect.ranks) <= waiting and suspect.kind != "unresponsive" and suspect.kind != "never-issued":
+            suspect.confidence = "low"
+            suspect.reason += "; the Flight Recorder shows it waiting for a point-to-point call its peer never posted"
+    hints = [h for h in hints if not h.startswith("Flight Recorder: in every process group")]
+    return found + suspects, said[:4] + hints
 
 
 def thread_stacks(collection: Collection) -> tuple[dict[int, Stack], list[tuple[int, Stack]]]:

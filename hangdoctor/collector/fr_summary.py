@@ -178,6 +178,7 @@ def summarize(raw: dict) -> dict:
     per_group: dict[str, dict[int, tuple[str, int]]] = {}  # group -> seq -> (code, time)
     last: dict[str, tuple[int, dict]] = {}
     p2p_last: dict[str, dict] = {}
+    p2p: dict[str, dict] = {}  # group -> {"first": lowest p2p id held, "count": entries, "ops": {"send 0->1": n}}
     whats: dict[str, str] = {}
     names_of_ids: dict[str, str] = {}
     descs: dict[str, str] = {}
@@ -192,6 +193,12 @@ def summarize(raw: dict) -> dict:
                 descs.setdefault(name, str(group[1]))
         if item.get("is_p2p"):
             p2p_last[name] = item
+            pairs = p2p.setdefault(name, {"first": None, "count": 0, "ops": {}})
+            op, detail = op_of(item.get("profiling_name"))
+            pairs["ops"][f"{op} {detail}"] = pairs["ops"].get(f"{op} {detail}", 0) + 1
+            pairs["count"] += 1
+            seq = int(item.get("p2p_seq_id") or 0)
+            pairs["first"] = seq if pairs["first"] is None else min(pairs["first"], seq)
             continue
         seq = int(item.get("collective_seq_id") or 0)
         dtypes = item.get("input_dtypes")
@@ -238,7 +245,8 @@ def summarize(raw: dict) -> dict:
         config.setdefault(name, {"ranks": [], "desc": desc})
         config[name]["desc"] = config[name]["desc"] or desc
     return {"format": FORMAT, "version": str(raw.get("version", "")), "entries": len(raw["entries"]),
-            "pg_config": config, "pg_status": status, "groups": groups, "p2p_last": p2p_last, "whats": whats}
+            "pg_config": config, "pg_status": status, "groups": groups, "p2p_last": p2p_last, "p2p": p2p,
+            "whats": whats}
 
 
 _KEPT = ("process_group", "pg_id", "profiling_name", "is_p2p", "p2p_seq_id", "collective_seq_id", "input_sizes",

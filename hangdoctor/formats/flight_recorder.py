@@ -109,6 +109,9 @@ class FrDump:
     status: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> last_enqueued/started/completed
     sequences: dict[str, GroupTrace] = field(default_factory=dict)  # group -> its collectives in order
     count: int = 0  # entries in torch's dump
+    # group -> its point-to-point ops counted by kind and peers ({"send 0->1": 3, "recv 0<-1": 4}, group ranks), when
+    # the buffer holds every one since the group's first (p2p id 1): analysis/p2p_pairs.py pairs them across ranks
+    p2p_counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def is_pickle(data: bytes) -> bool:
@@ -167,6 +170,10 @@ def from_summary(summary: dict, rank: int, source: str) -> FrDump:
                                           whats)
         dump.entries.append(_entry(trace["last"]))
     dump.entries += [_entry(item) for item in summary["p2p_last"].values()]
+    for name, pairs in (summary.get("p2p") or {}).items():  # summaries of older collectors have none
+        first, count = pairs.get("first"), int(pairs.get("count", 0))
+        if first in (0, 1) and count == sum(int(n) for n in pairs["ops"].values()):
+            dump.p2p_counts[name] = {str(k): int(v) for k, v in pairs["ops"].items()}
     dump.entries.sort(key=lambda e: e.time_ns)
     dump.status = {str(k): {str(a): int(b) for a, b in v.items()} for k, v in summary["pg_status"].items()}
     return dump

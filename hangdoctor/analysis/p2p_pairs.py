@@ -1,0 +1,76 @@
+"""Point-to-point calls paired across ranks from the Flight Recorder: who never posted the send (or the recv) that
+its peer waits for.
+
+NCCL and gloo pair a sender's k-th send to a peer with that peer's k-th recv from it. So, per process group and
+ordered pair of members (a sends to b), a's count of sends to b and b's count of receives from a must agree; where
+b has posted more receives than a sends, b waits for a send that a never posted: a is the one behind (it skipped
+a send, or has not reached it). The other way round, a waits for a recv that b never posted. Pipelines hang like
+this with no rank blocked where the mistake is (NCCL's send and recv return at once; the hosts wait later, at a
+synchronisation), and the collectives' sequences show nothing: every rank issued the same ones.
+
+Counted only where both ranks' buffers hold every point-to-point op of the group since its first
+(formats/flight_recorder.py: `p2p_counts`); the peers in torch's names (`send 0->1`, `recv 1<-0`) are group ranks,
+placed with the group's members where torch lists them (the default group: global ranks).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hangdoctor.formats.flight_recorder import FrDump
+
+_NAME = re.compile(r"^(send|recv) (\d+)(->|<-)(\d+)$")
+
+
+@dataclass(frozen=True)
+class P2pGap:
+    group: str
+    sender: int  # global ranks
+    receiver: int
+    sends: int  # the sender's sends to the receiver
+    recvs: int  # the receiver's receives from the sender
+
+    @property
+    def late(self) -> int:
+        """The rank that did not post its side."""
+        return self.sender if self.recvs > self.sends else self.receiver
+
+    @property
+    def sentence(self) -> str:
+        if self.recvs > self.sends:
+            return (f"never posted send #{self.sends + 1} to rank {self.receiver}, whose recv #{self.recvs} from it "
+                    f"waits (group {self.group}: {self.sends} sends against {self.recvs} receives, Flight Recorder)")
+        return (f"never posted recv #{self.recvs + 1} from rank {self.sender}, whose send #{self.sends} to it waits "
+                f"(group {self.group}: {self.sends} sends against {self.recvs} receives, Flight Recorder)")
+
+
+def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
+    """Every ordered pair whose sends and receives disagree, where both sides' counts are complete."""
+    counts: dict[tuple[str, int], dict[tuple[str, int], int]] = {}  # (group, global rank) -> (kind, peer) -> n
+    for dump in dumps:
+        for group, ops in dump.p2p_counts.items():
+            members = dump.group_ranks.get(group)
+            mine = counts.setdefault((group, dump.rank), {})
+            for name, n in ops.items():
+                match = _NAME.match(name)
+                if match is None:
+                    continue
+                peer = int(match[4])
+                if members:
+                    if peer >= len(members):
+                        continue
+                    peer = members[peer]
+                mine[(match[1], peer)] = mine.get((match[1], peer), 0) + n
+    gaps = []
+    for (group, rank), ops in sorted(counts.items()):
+        for (kind, peer), n in sorted(ops.items()):
+            if kind != "send" or (group, peer) not in counts:
+                continue
+            recvs = counts[(group, peer)].get(("recv", rank), 0)
+            if recvs != n:
+                gaps.append(P2pGap(group, rank, peer, n, recvs))
+        for (kind, peer), n in sorted(ops.items()):  # receives from a rank that never sent at all
+            if kind == "recv" and (group, peer) in counts and ("send", rank) not in counts[(group, peer)]:
+                gaps.append(P2pGap(group, peer, rank, 0, n))
+    return gaps
