@@ -25,3 +25,25 @@ register(LiveCase("fcp_numpy_metric_barrier", torchrun(3, "fcp_numpy_metric_barr
 # breaks one batch early and waits in the final all_reduce; ranks 0-1 wait in the per-batch all_gather.
 register(LiveCase("fcp_sampler_pad_unique_break", torchrun(3, "fcp_sampler_pad_unique_break.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcp_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# NVIDIA/Megatron-LM#2422 (a torch_dist checkpoint save that never ends, files written with no data; py-spy: the
+# rank's MainThread in multiprocessing's join of the forked writer, under TemporalAsyncCaller.close <-
+# is_current_async_call_done <- maybe_finalize_async_calls <- save (strategies/base.py) <- save (fully_parallel.py)
+# <- save (serialization.py)), GPT on 4 GPUs: rank 2's forked checkpoint writer is stuck writing its second shard on
+# stalled storage; rank 2 joins it for ever, ranks 0, 1, 3 (writers done) wait in the finalize's gather_object.
+register(LiveCase(
+    "fcp_megatron_sync_save_writer_stuck",
+    in_tree("fcp_megatron_sync_save_writer_stuck",
+            f"{shlex.quote(PYTHON)} -m torch.distributed.run --standalone --nproc-per-node=4 pretrain_gpt.py "
+            "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --num-layers 24 --hidden-size 2048 "
+            "--num-attention-heads 16 --seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --bf16 "
+            "--save /checkpoints/gpt --save-interval 100 --ckpt-format torch_dist --ckpt-fully-parallel-save"),
+    ranks=4, shape=True, settle=3.0, env=shape_env("fcp_megatron_sync_save_writer_stuck"),
+))
