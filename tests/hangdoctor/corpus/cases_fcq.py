@@ -12,3 +12,23 @@ register(LiveCase("fcq_threadpool_eval_collective", torchrun(3, "fcq_threadpool_
 # Two groups issued in a rank-divergent order (meta-pytorch/torchrec#4149), 3 ranks: rank 2 waits in the replicate
 # group's all_reduce, ranks 0-1 in the shard group's all_to_all_single.
 register(LiveCase("fcq_pg_order_two_groups", torchrun(3, "fcq_pg_order_two_groups.py"), ranks=3, settle=2.0))
+
+DS_ENV = {"DS_ACCELERATOR": "cpu"}
+
+# DeepSpeed ZeRO-2 on per-rank shard files of unequal size (deepspeedai/DeepSpeed#2223), 3 ranks: rank 2 has one
+# batch more and waits in its gradient reduction; ranks 0-1 finished the epoch and wait in save_checkpoint's barrier.
+register(LiveCase("fcq_ds_uneven_shard_batches", torchrun(3, "fcq_ds_uneven_shard_batches.py"), ranks=3, env=DS_ENV,
+                  settle=3.0))
+
+# torchrun --nnodes=3 --rdzv-backend=c10d with only 2 agents started (pytorch/pytorch#81313): both agents wait in the
+# rendezvous; no trainer starts, so no rank writes a marker (ranks=0: the recorder waits `settle` seconds instead).
+import shlex  # noqa: E402
+
+from tests.support import PYTHON  # noqa: E402
+
+_AGENT = (f"{shlex.quote(PYTHON)} -m torch.distributed.run --nnodes=3 --nproc-per-node=1 --rdzv-backend=c10d "
+          "--rdzv-endpoint=127.0.0.1:29517 --rdzv-id=fcq-rdzv --rdzv-conf=join_timeout=300 "
+          "{fixtures}/fcq_rdzv_missing_node.py")
+register(LiveCase("fcq_rdzv_missing_node",
+                  ("sh", "-c", f"HD_CORPUS_HOST=node1 {_AGENT} & sleep 2; HD_CORPUS_HOST=node2 {_AGENT} & wait"),
+                  ranks=0, settle=12.0))
