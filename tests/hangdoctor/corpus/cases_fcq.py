@@ -32,3 +32,21 @@ _AGENT = (f"{shlex.quote(PYTHON)} -m torch.distributed.run --nnodes=3 --nproc-pe
 register(LiveCase("fcq_rdzv_missing_node",
                   ("sh", "-c", f"HD_CORPUS_HOST=node1 {_AGENT} & sleep 2; HD_CORPUS_HOST=node2 {_AGENT} & wait"),
                   ranks=0, settle=12.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcq_*; see cases_shapes.py for the mechanism).
+from tests.hangdoctor.corpus.cases_shapes import nodes, shape_env  # noqa: E402
+
+# sgl-project/sglang PR #23185 (Kimi-K2 with EP+DP+TP and DeepEP: DeepGEMM's compile of all Ms runs only on the first
+# rank of each node, nodes compile at different speeds, the ranks that went on wait in DeepEP's internode dispatch
+# until its CPU timeout), 2 nodes x 2 GPUs: node2's first rank (rank 2) is still compiling in layer 0's dense GEMM;
+# ranks 0, 1 and 3 wait in layer 1's DeepEP dispatch. Launchers: each node's `python -m sglang.launch_server`.
+SKEW_ARGS = ("--model-path moonshotai/Kimi-K2-Instruct --trust-remote-code --tp 4 --dp 4 --enable-dp-attention "
+             "--moe-a2a-backend deepep --chunked-prefill-size 262144 --nnodes 2 --node-rank {node_rank} "
+             "--dist-init-addr node1:5000")
+register(LiveCase(
+    "fcq_sglang_deepgemm_compile_skew",
+    nodes("fcq_sglang_deepgemm_compile_skew", ["node1", "node2"],
+          f"{shlex.quote(PYTHON)} -m sglang.launch_server {SKEW_ARGS}"),
+    ranks=4, shape=True, settle=3.0, env=shape_env("fcq_sglang_deepgemm_compile_skew"),
+))
