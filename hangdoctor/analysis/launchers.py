@@ -10,7 +10,7 @@ records each process's parent): a process whose children are ranks is their laun
 
 from __future__ import annotations
 
-from hangdoctor.analysis.programs import outsiders
+from hangdoctor.analysis.programs import outsiders, spawned
 from hangdoctor.analysis.waits import WaitTable
 from hangdoctor.formats.nodefile import Found
 from hangdoctor.model import SetAside
@@ -77,6 +77,14 @@ def _started_before_launchers(found: Found, first_launcher: dict[str, int]) -> b
     command line."""
     first = first_launcher.get(found.host)
     return bool(first and found.rank is None and found.ppid is None and found.cmdline and 0 < found.pid < first)
+
+
+def _idle(found: Found, table: WaitTable) -> bool:
+    """In a wait the table knows, or idle by py-spy in every sample (a C call below its last Python frame)."""
+    if _describe(found, table)[1]:
+        return True
+    threads = [s.main_thread(found.pid) for s in found.samples]
+    return bool(threads) and all(t is not None and t.active is False for t in threads)
 
 
 def _waits_for_children(found: Found, table: WaitTable) -> bool:
@@ -168,10 +176,11 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
     apart = outsiders(ranks, table)
     kept = []
     for index, f in enumerate(ranks):
-        if index in apart and _describe(f, table)[1]:  # a program of its own that waits beside the ranks': their
-            where, idle = _describe(f, table)           # driver (one that runs may be doing a rank's work)
+        if index in apart and _idle(f, table):  # a program of its own that waits beside the ranks': their driver
+            where, idle = _describe(f, table)   # (one that runs may be doing a rank's work)
             name, file = apart[index][1], apart[index][0]
-            aside.append(SetAside(f.host, f.pid, "launcher", f"runs a program of its own ({name} in {file}) beside "
+            role = "worker" if spawned(f) else "launcher"  # a process a framework started, or the user's command
+            aside.append(SetAside(f.host, f.pid, role, f"runs a program of its own ({name} in {file}) beside "
                                   f"the ranks', and waits in no call of theirs", f.cmdline, f.ppid, where, idle))
         elif f.rank is not None and f.ppid and rank_of.get((f.host, f.ppid)) == f.rank:
             # a process the rank started (a data producer, a logger) inherits its RANK: a helper of that rank

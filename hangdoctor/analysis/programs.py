@@ -7,7 +7,8 @@ workers `WorkerProc.worker_main`, Ray's actors Ray's worker loop; the CLI that s
 `<module> (sglang/.../cli/main.py)`, vLLM's engine core `EngineCoreProc.run_engine_core`.
 
 `outsiders` finds, among processes that no launcher variable names a rank of, the ones that run a program of
-their own beside a family of processes that share one (the ranks: at least two, more than half of them), do
+their own (one such process per node: a job's or a node's driver, SGLang's data-parallel controller on each node)
+beside a family of processes that share one (the ranks: at least two, more than half of them), do
 not wait in a call any of that family waits in, and do not wait on a GPU (rank work). Such a process, when it waits (for the ranks' answers, on a
 pipe, idle), is the job's driver, never a rank (one that runs may be doing a rank's work: launchers.py keeps it): numbered as one it shifts every rank after it and,
 being the one process unlike the others, is blamed. One that waits in the family's own call or on its GPU (vLLM's
@@ -42,6 +43,18 @@ def program_of(found: Found) -> tuple[str, str] | None:
     return None
 
 
+def spawned(found: Found) -> bool:
+    """Started by multiprocessing (its main thread begins in spawn's or fork's start-up): a process a framework
+    started, not the command a user ran."""
+    for sample in reversed(found.samples):
+        thread = sample.main_thread(found.pid)
+        if thread is not None and thread.frames:
+            return any(f.file.endswith(("multiprocessing/spawn.py", "multiprocessing/process.py",
+                                        "multiprocessing/popen_fork.py", "multiprocessing/forkserver.py"))
+                       for f in thread.frames if f.file)
+    return False
+
+
 def outsiders(found: list[Found], table: WaitTable) -> dict[int, tuple[str, str]]:
     """{index in `found`: its program} for the processes without a launcher's rank that run a program of their
     own beside the ranks' (see the module docstring)."""
@@ -54,8 +67,12 @@ def outsiders(found: list[Found], table: WaitTable) -> dict[int, tuple[str, str]
     family, size = counts.most_common(1)[0]
     if size < 2 or size * 2 <= len(found):
         return {}
-    alone = [i for i, (f, p) in enumerate(zip(found, programs))
-             if f.rank is None and p is not None and p != family and counts[p] == 1]
+    per_host = Counter((f.host, p) for f, p in zip(found, programs) if p is not None)
+    most_on_a_host = Counter()
+    for (host, program), n in per_host.items():
+        most_on_a_host[program] = max(most_on_a_host[program], n)
+    alone = [i for i, (f, p) in enumerate(zip(found, programs))  # one such process per node: a node's driver
+             if f.rank is None and p is not None and p != family and most_on_a_host[p] == 1 and counts[p] < size]
     if not alone:
         return {}
     memo: dict = {}
