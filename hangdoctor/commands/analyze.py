@@ -27,6 +27,7 @@ from clicore.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PART
                             CommandError)
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.commands.common import add_output_flags, add_rules_flag, add_topology_flags, show, topology_flags, wait_table
+from hangdoctor.commands.profile_out import print_profile
 from hangdoctor.formats.load import InputError, load_paths
 
 EXIT_CODES = {
@@ -82,22 +83,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"no rank in the input: it holds only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
             f"({', '.join(sorted({a.why for a in aside}))}): the ranks' own dumps tell where the job hangs")
     if args.profile:
-        return show_profile(collection, table, args, out)
+        if not any(record.profile is not None for record in collection.records):
+            raise CommandError("no time profile in the input", hint="`hangdoctor attach --profile SECONDS` takes them; "
+                               "pass its output folder", exit_code=EXIT_NOT_FOUND)
+        return print_profile(collection, table, args.json, out)  # what attach --profile printed, read again
     verdict = diagnose(collection, all_threads=args.all_threads, table=table)
     return show(verdict, args, out, err, inputs=args.paths)
-
-
-def show_profile(collection, table, args: argparse.Namespace, out: Console) -> int:
-    """--profile: what `attach --profile` printed, read again from its node files."""
-    import json
-
-    from hangdoctor.analysis.stragglers import find_stragglers
-    from hangdoctor.render.profile import finding_to_dict, render_text
-
-    if not any(record.profile is not None for record in collection.records):
-        raise CommandError("no time profile in the input", hint="`hangdoctor attach --profile SECONDS` takes them; "
-                           "pass its output folder", exit_code=EXIT_NOT_FOUND)
-    report = finding_to_dict(find_stragglers(collection, table))
-    out.file.write(json.dumps(report, indent=1) + "\n" if args.json else render_text(report))
-    out.file.flush()
-    return EXIT_PARTIAL if report["unprofiled"] else EXIT_OK

@@ -34,6 +34,7 @@ from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_to
 from hangdoctor.collector.document import PYSPY_MISSING
 from hangdoctor.collector.options import parse_match as match_items
 from hangdoctor.collector.profile import GRACE as PROFILE_GRACE
+from hangdoctor.commands.profile_out import print_profile
 from hangdoctor.request import add_arguments as add_request_arguments
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.pyspy import MISSING_HINT, find_pyspy, find_pystack
@@ -292,33 +293,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise CommandError(f"ptrace denied for all {len(denied)} ranks: py-spy may not read them",
                            hint=ptrace_hint(len(denied)), exit_code=EXIT_ENVIRONMENT)
     if args.profile:
-        return show_profile(collection, table, args, folder, out, err)
+        code = print_profile(collection, table, args.json, out, err, folder)
+        err.print(f"Raw outputs and reports: {folder}/", markup=False, highlight=False)
+        return code
     code = show(verdict, args, out, err, inputs=[folder], report=report)
     from hangdoctor.render.html import render_html  # the picture comes after the verdict is on screen
 
     write_text(folder / "report.html", render_html(verdict))
     err.print(f"Raw outputs and reports: {folder}/", markup=False, highlight=False)
     return code
-
-
-def show_profile(collection, table, args: argparse.Namespace, folder: Path, out: Console, err: Console) -> int:
-    """`--profile`: the slow-rank report instead of the hang verdict (report.json keeps the verdict)."""
-    from hangdoctor.analysis.stragglers import find_stragglers
-    from hangdoctor.render.profile import finding_to_dict, render_text, write_flame_files
-
-    finding = find_stragglers(collection, table)
-    report = finding_to_dict(finding)
-    write_text(folder / "profile.json", json.dumps(report, indent=1) + "\n")
-    written = write_flame_files(collection, finding, folder)
-    if args.json:
-        out.file.write(json.dumps(report, indent=1) + "\n")
-    else:
-        out.file.write(render_text(report))
-    out.file.flush()
-    if written:
-        err.print(f"Flame graphs (collapsed stacks, for speedscope or flamegraph.pl): "
-                  f"{', '.join(str(p) for p in written)}", markup=False, highlight=False, soft_wrap=True)
-    err.print(f"Raw outputs and reports: {folder}/", markup=False, highlight=False)
-    if not finding.ranks:
-        return EXIT_ENVIRONMENT
-    return EXIT_PARTIAL if finding.unprofiled else EXIT_OK
