@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from topology import RankCoords
+from topology import ParallelDims, RankCoords
 
 FORMAT = "weightdiff-dump"
 VERSION = 1
@@ -96,7 +96,7 @@ class RankDump:
     pid: int | None = None
     host: str = ""
     world_size: int | None = None
-    dims: dict[str, Any] | None = None  # {"tp", "pp", "dp", "order"} when the writer knew them
+    dims: ParallelDims | None = None  # the run's parallel sizes, when the writer knew them
     created: float | None = None
     notes: list[str] = field(default_factory=list)
     absent: dict[str, str] = field(default_factory=dict)  # names the source should hold but does not -> why
@@ -155,3 +155,14 @@ def meta_from_json(data: dict[str, Any]) -> TensorMeta:
         requires_grad=bool(data.get("requires_grad", True)),
         role="buffer" if data.get("role") == "buffer" else "parameter",
     )
+
+
+def dims_from_json(value: object) -> ParallelDims | None:
+    """A sidecar's "dims" ({"tp", "pp", "dp", "order"}, each optional) as ParallelDims; None when absent.
+    Raises ValueError (the sidecar is malformed) on sizes that are not positive integers."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"dims is {type(value).__name__}, not an object")
+    sizes = {axis: value.get(axis, 1) for axis in ("tp", "pp", "dp")}
+    return ParallelDims(**sizes, **({"order": str(value["order"])} if value.get("order") else {}))

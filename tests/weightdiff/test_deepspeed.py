@@ -13,6 +13,7 @@ import torch
 from rich.console import Console
 from safetensors.torch import load_file
 
+from topology import ParallelDims
 from weightdiff.cli import main
 from weightdiff.read.checkpoint import OPAQUE_GLOBALS, safe_load
 
@@ -164,7 +165,7 @@ def test_pipeline_module_ties_are_recorded_with_their_ranks_and_sync(runs):
     norm = last.tensors["tied_modules.embed.norm.weight"]
     assert word.tie.key == "embed" and word.tie.synced and word.tie.ranks == (1, 3)
     assert norm.tie.key == "embed" and not norm.tie.synced  # the seed's setup: the norm is not a tied attribute
-    assert last.dims == {"tp": 1, "pp": 2, "dp": 2} and last.world_size == 4
+    assert last.dims == ParallelDims(tp=1, pp=2, dp=2) and last.world_size == 4
     assert "deepspeed.runtime.pipe.module.PipelineModule" not in word.module_mro  # the owning module's MRO
     assert word.module_class == "torch.nn.modules.sparse.Embedding"
 

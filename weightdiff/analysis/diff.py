@@ -245,7 +245,7 @@ def _shard_of(da: RankDump, db: RankDump, ma: TensorMeta, mb: TensorMeta):
     if da.whole == db.whole:
         return None
     (whole, part), part_dump = ((ma, mb), db) if da.whole else ((mb, ma), da)
-    return shard_spec(whole.shape, part.shape, part_dump.coords.tp, int((part_dump.dims or {}).get("tp", 1)))
+    return shard_spec(whole.shape, part.shape, part_dump.coords.tp, part_dump.dims.tp if part_dump.dims else 1)
 
 
 def _against_stored_copy(base: dict, name: str, present: TensorMeta, present_in_a: bool, va, vb, tol: Tolerance,

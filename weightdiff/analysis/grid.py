@@ -25,9 +25,9 @@ def infer_dims(dumps: Iterable[RankDump]) -> ParallelDims | None:
     dumps = live
     sizes = {axis: 1 + max(d.coords.axis(axis) for d in dumps) for axis in ("tp", "pp", "dp")}
     for d in dumps:
-        for axis, value in (d.dims or {}).items():
-            if axis in sizes and isinstance(value, int):
-                sizes[axis] = max(sizes[axis], value)
+        if d.dims is not None:
+            for axis in sizes:
+                sizes[axis] = max(sizes[axis], getattr(d.dims, axis))
     orders = [DEFAULT_ORDER] + ["-".join(p) for p in itertools.permutations(("tp", "dp", "pp"))
                                 if "-".join(p) != DEFAULT_ORDER]
     for order in orders:
@@ -43,8 +43,8 @@ def infer_dims(dumps: Iterable[RankDump]) -> ParallelDims | None:
 def _checkpoint_dims(dumps: list[RankDump]) -> ParallelDims | None:
     if not dumps:
         return None
-    tp = max(1 + max(d.coords.tp for d in dumps), *((d.dims or {}).get("tp", 1) for d in dumps))
-    pp = max(1 + max(d.coords.pp for d in dumps), *((d.dims or {}).get("pp", 1) for d in dumps))
+    tp = max(1 + max(d.coords.tp for d in dumps), *(d.dims.tp if d.dims else 1 for d in dumps))
+    pp = max(1 + max(d.coords.pp for d in dumps), *(d.dims.pp if d.dims else 1 for d in dumps))
     return ParallelDims(tp=tp, pp=pp, dp=1)
 
 
@@ -61,7 +61,7 @@ def grid_json(dims: ParallelDims | None, dumps: list[RankDump]) -> dict | None:
     if dims is None:
         return None
     grid = {"tp": dims.tp, "pp": dims.pp, "dp": dims.dp, "order": "-".join(dims.axes)}
-    declared = [d.dims["dp"] for d in dumps if isinstance(d.dims, dict) and isinstance(d.dims.get("dp"), int)]
+    declared = [d.dims.dp for d in dumps if d.dims is not None]
     if dumps and all(d.replicated_dp for d in dumps) and declared:
         grid["dp"] = max(declared)
     return grid

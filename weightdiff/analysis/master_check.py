@@ -207,8 +207,8 @@ def _findings(checks: list[PieceCheck], dims: ParallelDims) -> list[Finding]:
 
 def check_masters(masters: MasterSet, slices: list[RankDump], tol: Tolerance, *, jobs: int = 2) -> MasterOutcome:
     """Compare every master piece with its module weight; say what could not be compared."""
-    dims_of = slices[0].dims or {}
-    dims = ParallelDims(tp=int(dims_of.get("tp", 1)), pp=int(dims_of.get("pp", 1)), dp=max(1, masters.dp_size))
+    known = slices[0].dims
+    dims = ParallelDims(tp=known.tp if known else 1, pp=known.pp if known else 1, dp=max(1, masters.dp_size))
 
     def where(pp: int, tp: int, dp: int | None) -> str:
         ranks = [dims.rank(dp=d, pp=pp, tp=tp) for d in (range(dims.dp) if dp is None else [dp])]

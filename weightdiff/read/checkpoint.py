@@ -274,7 +274,7 @@ def read_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
             coords=RankCoords(rank=dims.rank(dp=0, pp=stage.pp, tp=stage.tp), dp=0, pp=stage.pp, tp=stage.tp),
             iteration=iteration, tag="checkpoint", source=folder, kind="deepspeed-checkpoint", mode="full",
             tensors=ordered, tensor_source=CheckpointValues(locations[key]), world_size=dims.world_size,
-            dims={"tp": tp_degree, "pp": pp_degree, "dp": dp_degree}, replicated_dp=True, absent=absent,
+            dims=ParallelDims(tp=tp_degree, pp=pp_degree, dp=dp_degree), replicated_dp=True, absent=absent,
         ))
     return dumps, errors
 

@@ -142,7 +142,7 @@ def read_megatron(folder: Path) -> tuple[list[RankDump], list[str]]:
             coords=RankCoords(rank=dims.rank(dp=0, pp=pp_rank, tp=tp_rank), dp=0, pp=pp_rank, tp=tp_rank),
             iteration=iteration, tag="checkpoint", source=found[(pp_rank, tp_rank)], kind="megatron-checkpoint",
             mode="full", tensors=metas, tensor_source=TensorDict(tensors), world_size=dims.world_size,
-            dims={"tp": tp, "pp": pp, "dp": dp}, replicated_dp=True,
+            dims=ParallelDims(tp=tp, pp=pp, dp=dp), replicated_dp=True,
         ))
     return dumps, errors
 

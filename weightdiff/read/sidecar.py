@@ -14,7 +14,7 @@ from pathlib import Path
 from topology import RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.files import one_line, read_bounded
-from weightdiff.records import FORMAT, RankDump, meta_from_json
+from weightdiff.records import FORMAT, RankDump, dims_from_json, meta_from_json
 
 MAX_SIDECAR_BYTES = 1 << 30  # a sidecar holds about 1 KB per parameter
 
@@ -54,7 +54,7 @@ def read_sidecar(path: Path) -> RankDump:
             mode=mode, tensors=tensors,
             tensor_source=(path.parent / tensor_file) if (mode == "full" and tensor_file) else None,
             pid=data.get("pid"), host=str(data.get("host", "")), world_size=data.get("world_size"),
-            dims=data.get("dims"), created=data.get("created"), notes=list(data.get("notes", [])),
+            dims=dims_from_json(data.get("dims")), created=data.get("created"), notes=list(data.get("notes", [])),
         )
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise BadInput(f"{path}: malformed weightdiff sidecar ({type(e).__name__}: {one_line(e)})") from None

@@ -211,7 +211,7 @@ def read_zero3_checkpoint(folder: Path) -> tuple[list[RankDump], list[str]]:
             kind="deepspeed-checkpoint", mode="full", tensors=metas,
             tensor_source=Zero3Values(optim_files=optim, layout=layout, buffers=buffers, frozen=frozen,
                                       model_files=[f for f in model_by_dp if f is not None]),
-            world_size=dims.world_size, dims={"tp": dims.tp, "pp": 1, "dp": dp_size}, replicated_dp=True,
+            world_size=dims.world_size, dims=ParallelDims(tp=dims.tp, pp=1, dp=dp_size), replicated_dp=True,
             notes=[f"DeepSpeed ZeRO stage 3: {len(layout)} parameters rebuilt from {dp_size} fp32 partitions"],
         ))
     return dumps, errors

@@ -52,7 +52,7 @@ def optimizer_groups(folder: Path, xx: int) -> list[dict[str, Any]] | None:
 
 def with_optimizer_groups(dump: RankDump) -> RankDump:
     """The same checkpoint RankDump with each parameter's group hyperparameters from the ZeRO files (dp 0)."""
-    tp_degree = int((dump.dims or {}).get("tp", 1))
+    tp_degree = dump.dims.tp if dump.dims else 1
     groups = optimizer_groups(dump.source, dump.coords.pp * tp_degree + dump.coords.tp)
     if not groups:
         return dump

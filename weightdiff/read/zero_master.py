@@ -50,8 +50,8 @@ def read_zero_masters(slices: list[RankDump]) -> MasterSet | None:
     files = zero_files(folder)
     if not files:
         return None
-    dims = slices[0].dims or {}
-    tp_degree, dp_size = int(dims.get("tp", 1)), int(dims.get("dp", 1))
+    dims = slices[0].dims
+    tp_degree, dp_size = (dims.tp, dims.dp) if dims else (1, 1)
     load = partial(safe_load, mmap=True)
     masters = MasterSet(kind="", pieces=[], params={}, load=load, dp_size=dp_size)
     mapped: dict[tuple[int, int], dict[int, list[dict[str, tuple[int, int]]]]] = {}
