@@ -10,7 +10,7 @@ only these ranks trace).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 from tracing.backends import BACKENDS
 
@@ -22,8 +22,8 @@ DEFAULT_RING = 65536  # events: 2 MiB of records per rank
 class TraceConfig:
     include: tuple[str, ...]  # patterns of code to follow, e.g. ("deepspeed", "trainer")
     exclude: tuple[str, ...] = ()  # patterns to leave out even when included
-    out: str = "."  # directory for the per-rank files
-    ring: int = DEFAULT_RING  # call-ring capacity in events; 0 = no ring file
+    out: str = field(default=".", metadata={"shown": True})  # directory for the per-rank files
+    ring: int = field(default=DEFAULT_RING, metadata={"shown": True, "unit": "events"})  # call-ring capacity; 0 = none
     stream: bool = False  # also write every event as a text line
     start_at: str | None = None  # begin when this function is first entered
     c_calls: bool = False  # record C functions called from selected code
@@ -48,29 +48,21 @@ class TraceConfig:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
 
     def to_env(self) -> str:
-        """The settings as HANGDOCTOR_TRACE text. Raises ValueError when one cannot travel there: what from_env()
-        would read back must be these settings, or the tracer would run with others (or refuse, silently)."""
-        parts = [f"include={','.join(self.include)}"]
-        if self.exclude:
-            parts.append(f"exclude={','.join(self.exclude)}")
-        parts.append(f"out={self.out}")
-        parts.append(f"ring={self.ring}")
-        for key in ("stream", "c_calls", "tee"):
-            if getattr(self, key):
-                parts.append(f"{key}=1")
-        if self.start_at:
-            parts.append(f"start_at={self.start_at}")
-        if self.backend != "auto":
-            parts.append(f"backend={self.backend}")
-        if self.ranks:
-            parts.append(f"ranks={self.ranks}")
-        for part in parts:
-            key, _, value = part.partition("=")
-            if ";" in value:
-                raise ValueError(f"{key}={value!r}: ';' separates the settings in {ENV_VAR}, so no value can "
+        """The settings as HANGDOCTOR_TRACE text (each field that differs from its default, as its codec writes it).
+        Raises ValueError when one cannot travel there: what from_env() reads back must be these settings, or the
+        tracer would run with others (or refuse, silently)."""
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.default is not MISSING and value == f.default and not f.metadata.get("shown"):
+                continue  # a default is left out, except those a reader of `tracing env` should see
+            text = _CODECS[_kind(f)][0](value)
+            if ";" in text:
+                raise ValueError(f"{f.name}={text!r}: ';' separates the settings in {ENV_VAR}, so no value can "
                                  "hold one; choose a name without ';'")
-            if key not in ("include", "exclude") and value != value.strip():  # patterns are stripped anyway
-                raise ValueError(f"{key}={value!r}: {ENV_VAR} drops leading and trailing spaces; remove them")
+            if _kind(f) != "patterns" and text != text.strip():  # patterns are stripped anyway
+                raise ValueError(f"{f.name}={text!r}: {ENV_VAR} drops leading and trailing spaces; remove them")
+            parts.append(f"{f.name}={text}")
         text = ";".join(parts)
         if TraceConfig.from_env(text)._carried() != self._carried():
             raise ValueError(f"these settings do not survive {ENV_VAR}: {text!r}")
@@ -78,12 +70,11 @@ class TraceConfig:
 
     def _carried(self) -> tuple:
         """What the tracer makes of these settings: patterns split at commas, empty values as None."""
-        split = (lambda items: tuple(p.strip() for item in items for p in item.split(",") if p.strip()))
-        return (split(self.include), split(self.exclude), self.out, self.ring, self.stream, self.start_at or None,
-                self.c_calls, self.backend, self.tee, self.ranks or None)
+        return tuple(_CODECS[_kind(f)][1](_CODECS[_kind(f)][0](getattr(self, f.name)), f) for f in fields(self))
 
     @classmethod
     def from_env(cls, text: str) -> TraceConfig:
+        known = {f.name: f for f in fields(cls)}
         values: dict = {}
         for piece in text.split(";"):
             if not piece.strip():
@@ -92,21 +83,38 @@ class TraceConfig:
             key, value = key.strip(), value.strip()
             if not sep or not key:
                 raise ValueError(f"{ENV_VAR}: expected key=value, got {piece.strip()!r}")
-            if key in ("include", "exclude"):
-                values[key] = tuple(p.strip() for p in value.split(",") if p.strip())
-            elif key == "ring":
-                if not value.isdigit():
-                    raise ValueError(f"{ENV_VAR}: ring={value!r} is not a number of events")
-                values[key] = int(value)
-            elif key in ("stream", "c_calls", "tee"):
-                if value not in ("0", "1", "true", "false", "yes", "no"):
-                    raise ValueError(f"{ENV_VAR}: {key}={value!r}; expected 1 or 0")
-                values[key] = value in ("1", "true", "yes")
-            elif key in ("out", "start_at", "backend", "ranks"):
-                values[key] = (value or None) if key in ("start_at", "ranks") else value
-            else:
-                raise ValueError(f"{ENV_VAR}: unknown key {key!r}; known: include, exclude, out, ring, stream, "
-                                 "start_at, c_calls, backend, tee, ranks")
+            if key not in known:
+                raise ValueError(f"{ENV_VAR}: unknown key {key!r}; known: {', '.join(known)}")
+            values[key] = _CODECS[_kind(known[key])][1](value, known[key])
         if "include" not in values:
             raise ValueError(f"{ENV_VAR}: include=... is missing, e.g. include=deepspeed,trainer")
         return cls(**values)
+
+
+def _kind(f) -> str:
+    """How a field travels in HANGDOCTOR_TRACE, from its type: patterns, count, flag, text or optional text."""
+    return {"tuple[str, ...]": "patterns", "int": "count", "bool": "flag", "str": "text",
+            "str | None": "optional"}[str(f.type)]
+
+
+def _count(value: str, f) -> int:
+    if not value.isdigit():
+        unit = f.metadata.get("unit")
+        raise ValueError(f"{ENV_VAR}: {f.name}={value!r} is not a number{' of ' + unit if unit else ''}")
+    return int(value)
+
+
+def _flag(value: str, f) -> bool:
+    if value not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"{ENV_VAR}: {f.name}={value!r}; expected 1 or 0")
+    return value in ("1", "true", "yes")
+
+
+# kind -> (write a value as text, read it back from text): one codec per kind, every field through it
+_CODECS = {
+    "patterns": (lambda v: ",".join(v), lambda t, k: tuple(p.strip() for p in t.split(",") if p.strip())),
+    "count": (str, _count),
+    "flag": (lambda v: "1" if v else "0", _flag),
+    "text": (str, lambda t, k: t),
+    "optional": (lambda v: v or "", lambda t, k: t or None),
+}
