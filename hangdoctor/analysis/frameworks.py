@@ -12,23 +12,10 @@ the frameworks' sources, as py-spy prints them.
 from __future__ import annotations
 
 from hangdoctor.analysis.wait_rule import WaitRule
+from topology.comm_calls import BARRIER_OPS, COLLECTIVE_OPS, P2P_OPS, WAIT_OPS
 
-# Names of communication calls, as the APIs name them; a frame with one of these names inside a communication
-# layer is the op (the outermost such frame is the API the caller used).
-COLLECTIVE_OPS = (
-    "broadcast|all_reduce|allreduce|all_gather|allgather|all_gather_into_tensor|all_gather_object|all_gather_coalesced|"
-    "_all_gather_base|all_gather_base|allgather_fn|reduce_scatter|reduce_scatter_tensor|_reduce_scatter_base|"
-    "reduce_scatter_fn|reduce_scatter_coalesced|all_to_all|all_to_all_single|alltoall|reduce|gather|scatter|"
-    "broadcast_object_list|scatter_object_list|gather_object|all_reduce_coalesced|inference_all_reduce|"
-    "broadcast_multigpu|all_reduce_multigpu|batch_all_gather|all_gather_into_tensor_coalesced|all_gather_single|"
-    "reduce_scatter_single|full_tensor|redistribute|gather_for_metrics|pad_across_processes"
-)
-P2P_OPS = ("send|recv|isend|irecv|batch_isend_irecv|send_obj|recv_obj|send_object_list|recv_object_list|"
-           "send_forward|recv_forward|send_backward|recv_backward|send_forward_recv_backward|"
-           "send_backward_recv_forward|send_forward_recv_forward|send_backward_recv_backward|_communicate|"
-           "_batched_p2p_ops|_p2p_ops|send_activations|recv_activations|send_grads|recv_grads")
-BARRIER_OPS = "barrier|monitored_barrier|wait_for_everyone"
-OP_NAMES = frozenset("|".join((COLLECTIVE_OPS, P2P_OPS, BARRIER_OPS)).split("|")) | {"wait", "wait_all", "synchronize"}
+# a frame of one of these names inside a communication layer is the op (topology/comm_calls.py: the one table)
+OP_NAMES = frozenset("|".join((COLLECTIVE_OPS, P2P_OPS, BARRIER_OPS)).split("|")) | set(WAIT_OPS)
 
 
 def R(kind, framework, file, function, op="", *, native=False, says="", sure="high", role="wait", weight=1):

@@ -29,12 +29,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from topology import fold_ranks
+from topology.comm_calls import COLLECTIVE_MODULES, COLLECTIVE_PHRASES, GENERIC_COLLECTIVES, P2P_WORDS
 from tracing.records import CALL, C_CALL, ENTERS, GAP, CodeLocation, Event, OpenFrame, ThreadTrace
 
-_PHRASES = re.compile(r"broadcast|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|barrier")
-_WORDS = frozenset({"send", "recv", "isend", "irecv", "sendrecv"})
-_COLLECTIVE_MODULES = ("torch.distributed", "deepspeed.comm")
-_COLLECTIVE_NAMES = frozenset({"reduce", "gather", "scatter"})  # only in the modules above
+_PHRASES = re.compile(COLLECTIVE_PHRASES)  # the words of a communication call: topology/comm_calls.py
 _PREDICATES = frozenset({"is", "can", "get", "has", "check", "should", "validate", "warn", "supports",
                          "init", "alloc", "allocate", "free", "make", "create", "build", "register", "set"})
 # A word right after the collective's name that makes the function a helper about it, not the call itself:
@@ -63,9 +61,9 @@ def is_communication(loc: CodeLocation) -> bool:
     if phrase:
         after = [w for w in name[phrase.end():].split("_") if w]
         return not (after and after[0] in _HELPER_WORDS)
-    if _WORDS.intersection(words):
+    if P2P_WORDS.intersection(words):
         return True
-    return name in _COLLECTIVE_NAMES and loc.module.startswith(_COLLECTIVE_MODULES)
+    return name in GENERIC_COLLECTIVES and loc.module.startswith(COLLECTIVE_MODULES)
 
 
 @dataclass
