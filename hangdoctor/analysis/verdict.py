@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from hangdoctor.analysis.classes import RankClass, build_classes, where
 from hangdoctor.analysis.odd_threads import odd_thread_suspects
 from hangdoctor.analysis.p2p_pairs import P2pGap, p2p_gaps
+from hangdoctor.analysis.rendezvous import rendezvous_wait
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.roles import assign_roles
@@ -128,8 +129,13 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         elif not node.ok or node.error:
             warnings.append(f"node {node.name}: {node.error or 'failed'}")
     hung = hung_or_not(views, places, collection.samples)
+    waiting_agents = rendezvous_wait(collection.set_aside) if not views else ""
+    if waiting_agents:
+        hints.insert(0, waiting_agents)
     if not fr_only:
         title = headline(hung, views, places, expected, len(responded), missing, unresponsive)
+        if waiting_agents:
+            title = "No rank started: " + waiting_agents.split(": ", 1)[1].split(";", 1)[0]
     else:
         no_dump = [r for r in range(expected) if r not in fr_ranks] if whole else sorted(unread)
         missing, responded = [], fr_ranks

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from clicore.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT,
                             CommandError)
+from hangdoctor.analysis.rendezvous import rendezvous_wait
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.commands.common import add_output_flags, add_rules_flag, add_topology_flags, show, topology_flags, wait_table
 from hangdoctor.commands.profile_out import print_profile
@@ -81,7 +82,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         # what was read is shown (a paste of a launcher's or a driver's traceback says where it waits), and said
         collection.partial.append(
             f"no rank in the input: it holds only {len(aside)} launcher or helper process{'es' if len(aside) > 1 else ''} "
-            f"({', '.join(sorted({a.why for a in aside}))}): the ranks' own dumps tell where the job hangs")
+            f"({', '.join(sorted({a.why for a in aside}))})" + (
+                ": no rank has started (the launchers wait in their rendezvous)" if rendezvous_wait(aside)
+                else ": the ranks' own dumps tell where the job hangs"))
     if args.profile:
         if not any(record.profile is not None for record in collection.records):
             raise CommandError("no time profile in the input", hint="`hangdoctor attach --profile SECONDS` takes them; "
