@@ -1,0 +1,10 @@
+"""First-contact batch R (tenth first-contact round, part R): live cases from public programs and reports on a
+DCP save whose Stateful raises on one rank, ... (see each case.json's source and thread)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# torch.distributed.checkpoint.save with a Stateful loader entry raising on rank 1 (ByteDance-Seed/VeOmni#1181,
+# pytorch/pytorch#122529), 3 ranks: rank 1 swallows the error and waits in the next step's all_reduce; ranks 0 and 2
+# wait in dcp.save's plan gather.
+register(LiveCase("fcr_dcp_stateful_raise_goes_on", torchrun(3, "fcr_dcp_stateful_raise_goes_on.py"), ranks=3,
+                  settle=2.0))
