@@ -8,3 +8,9 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # wait in dcp.save's plan gather.
 register(LiveCase("fcr_dcp_stateful_raise_goes_on", torchrun(3, "fcr_dcp_stateful_raise_goes_on.py"), ranks=3,
                   settle=2.0))
+
+# Lightning DataModule.setup downloading on global rank 0 only, then the strategy barrier
+# (Lightning-AI/pytorch-lightning#17733, #20536), 3 ranks: rank 0 sleeps in a no-limit retry loop against a mirror
+# that refuses connections; ranks 1-2 wait in trainer.strategy.barrier().
+register(LiveCase("fcr_lightning_setup_download_retry", torchrun(3, "fcr_lightning_setup_download_retry.py"),
+                  ranks=3, settle=3.0))
