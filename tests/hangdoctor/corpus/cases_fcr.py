@@ -14,3 +14,9 @@ register(LiveCase("fcr_dcp_stateful_raise_goes_on", torchrun(3, "fcr_dcp_statefu
 # that refuses connections; ranks 1-2 wait in trainer.strategy.barrier().
 register(LiveCase("fcr_lightning_setup_download_retry", torchrun(3, "fcr_lightning_setup_download_retry.py"),
                   ranks=3, settle=3.0))
+
+# GRPO-style rewards with asyncio and an HTTP code sandbox awaited with no timeout (modelscope/ms-swift#6962), 3 ranks:
+# at step 3 rank 2 alone has a code task and its event loop waits for a sandbox that never answers; ranks 0-1 wait in
+# the all_gather of rewards.
+register(LiveCase("fcr_grpo_async_reward_no_timeout", torchrun(3, "fcr_grpo_async_reward_no_timeout.py"), ranks=3,
+                  settle=2.0))
