@@ -20,3 +20,8 @@ register(LiveCase("fcr_lightning_setup_download_retry", torchrun(3, "fcr_lightni
 # the all_gather of rewards.
 register(LiveCase("fcr_grpo_async_reward_no_timeout", torchrun(3, "fcr_grpo_async_reward_no_timeout.py"), ranks=3,
                   settle=2.0))
+
+# A rank left suspended (SIGSTOP, state T) mid-step, as py-spy record sometimes leaves its target (benfred/py-spy#390,
+# #416), 3 ranks: rank 1 is stopped in its forward pass, py-spy cannot dump it; ranks 0 and 2 wait in the gradient
+# all_reduce.
+register(LiveCase("fcr_rank_left_stopped", torchrun(3, "fcr_rank_left_stopped.py"), ranks=3, settle=2.0))
