@@ -25,3 +25,24 @@ register(LiveCase("fcr_grpo_async_reward_no_timeout", torchrun(3, "fcr_grpo_asyn
 # #416), 3 ranks: rank 1 is stopped in its forward pass, py-spy cannot dump it; ranks 0 and 2 wait in the gradient
 # all_reduce.
 register(LiveCase("fcr_rank_left_stopped", torchrun(3, "fcr_rank_left_stopped.py"), ranks=3, settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcr_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# sgl-project/sglang PR #17870 (comment of 2026-09-01: verl weight sync into SGLang with EAGLE v2, TP=8, the first
+# update_weights_from_tensor hangs: 7 of 8 schedulers in the tp_cpu_group barrier, the diverged rank at the
+# eagle_worker_v2.py line with no callee, natively in the CUDA-IPC deleter's cudaStreamSynchronize) and PR #35093
+# (TP0 stays in the CUDA-IPC unwrap/update path, TP1-7 wait in the final gloo barrier), TP=4 here: TP0 (rank 0) in
+# cudaStreamSynchronize -> cuStreamSynchronize, TP1-3 in the barrier. Launcher: `python -m sglang.launch_server`.
+EAGLE_ARGS = ("--model-path Qwen/Qwen3.5-35B-A3B --tp 4 --speculative-algorithm EAGLE --speculative-num-steps 3 "
+              "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --mem-fraction-static 0.7 "
+              "--host 0.0.0.0 --port 30000")
+register(LiveCase(
+    "fcr_sglang_eagle_ipc_weight_sync",
+    in_tree("fcr_sglang_eagle_ipc_weight_sync", f"{shlex.quote(PYTHON)} -m sglang.launch_server {EAGLE_ARGS}"),
+    ranks=4, shape=True, settle=3.0, env=shape_env("fcr_sglang_eagle_ipc_weight_sync"),
+))
