@@ -1,0 +1,9 @@
+"""First-contact batch S (tenth first-contact round, part S): live cases from public programs and reports on an
+accelerate save_state guarded by a racy folder check, ... (see each case.json's source and thread)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# accelerate save_state under a per-process "already saved?" check (huggingface/accelerate#1950, PR #1760), 3 ranks:
+# ranks 0-1 save and wait in wait_for_everyone(); rank 2 checks late, skips, and waits in step 5's DDP all_reduce.
+register(LiveCase("fcs_accel_save_state_exists_check", torchrun(3, "fcs_accel_save_state_exists_check.py"), ranks=3,
+                  settle=2.0))
