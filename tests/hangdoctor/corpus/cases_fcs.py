@@ -7,3 +7,8 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # ranks 0-1 save and wait in wait_for_everyone(); rank 2 checks late, skips, and waits in step 5's DDP all_reduce.
 register(LiveCase("fcs_accel_save_state_exists_check", torchrun(3, "fcs_accel_save_state_exists_check.py"), ranks=3,
                   settle=2.0))
+
+# A Graphite push with socket.create_connection() and no timeout (statsite/statsite PR #250, dropwizard/metrics
+# PR #4313), 3 ranks: rank 1's relay accepts nothing, rank 1 blocks in connect(); ranks 0 and 2 wait in step 6's
+# gradient all_reduce.
+register(LiveCase("fcs_graphite_push_connect", torchrun(3, "fcs_graphite_push_connect.py"), ranks=3, settle=2.0))
