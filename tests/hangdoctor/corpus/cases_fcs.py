@@ -12,3 +12,7 @@ register(LiveCase("fcs_accel_save_state_exists_check", torchrun(3, "fcs_accel_sa
 # PR #4313), 3 ranks: rank 1's relay accepts nothing, rank 1 blocks in connect(); ranks 0 and 2 wait in step 6's
 # gradient all_reduce.
 register(LiveCase("fcs_graphite_push_connect", torchrun(3, "fcs_graphite_push_connect.py"), ranks=3, settle=2.0))
+
+# A metrics thread and the main thread issuing collectives on the same group (pytorch/pytorch#175145, PR #131895),
+# 3 ranks: rank 1's slow batch lets its all_gather go out before its gradient all_reduce; every rank waits in both.
+register(LiveCase("fcs_metrics_thread_same_pg", torchrun(3, "fcs_metrics_thread_same_pg.py"), ranks=3, settle=2.0))
