@@ -16,3 +16,8 @@ register(LiveCase("fcs_graphite_push_connect", torchrun(3, "fcs_graphite_push_co
 # A metrics thread and the main thread issuing collectives on the same group (pytorch/pytorch#175145, PR #131895),
 # 3 ranks: rank 1's slow batch lets its all_gather go out before its gradient all_reduce; every rank waits in both.
 register(LiveCase("fcs_metrics_thread_same_pg", torchrun(3, "fcs_metrics_thread_same_pg.py"), ranks=3, settle=2.0))
+
+# An @record main whose broad except writes an emergency checkpoint (Lightning-AI/pytorch-lightning#6430), 3 ranks:
+# rank 2 raises in collate, swallows it and waits in broadcast_object_list(src=0); ranks 0-1 in DDP's all_reduce.
+register(LiveCase("fcs_record_except_emergency_ckpt", torchrun(3, "fcs_record_except_emergency_ckpt.py"), ranks=3,
+                  settle=2.0))
