@@ -21,3 +21,23 @@ register(LiveCase("fcs_metrics_thread_same_pg", torchrun(3, "fcs_metrics_thread_
 # rank 2 raises in collate, swallows it and waits in broadcast_object_list(src=0); ranks 0-1 in DDP's all_reduce.
 register(LiveCase("fcs_record_except_emergency_ckpt", torchrun(3, "fcs_record_except_emergency_ckpt.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape case (fixtures/corpus/shapes/fcs_*; see cases_shapes.py for the mechanism).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+# torchtitan before PR #1342 (pytorch/torchtitan#1342: train.py's finally calls destroy_process_group() even when the
+# trainer raised; a rank that raised while the others are in collectives blocks in it), 4 GPUs on one node: rank 2's
+# data loading raises at step 10 and it blocks in destroy_process_group; ranks 0, 1 and 3 wait on the GPU in the logged
+# loss reduction's .item(). Launcher: torchrun (-m torchtitan.train).
+register(LiveCase(
+    "fcs_torchtitan_destroy_pg_on_error",
+    in_tree("fcs_torchtitan_destroy_pg_on_error",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 4 "
+            "--rdzv_backend c10d --rdzv_endpoint localhost:0 -m torchtitan.train "
+            "--job.config_file ./train_configs/llama3_8b.toml"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcs_torchtitan_destroy_pg_on_error", str(LAUNCHERS)),
+))
