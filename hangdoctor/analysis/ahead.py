@@ -26,6 +26,7 @@ class Order:
     sure: bool  # from the source's loops and branches (True), or from the lines alone (False)
     why: str
     left_loop: bool = False  # one rank is past a loop the other is still in: the strongest order there is
+    by_counter: bool = False  # read from the loop's counter in the two frames' locals (a pass further)
 
 
 def _outermost_first(stack: Stack) -> list[Frame]:
@@ -42,9 +43,11 @@ def divergence(a: Stack, b: Stack) -> tuple[Frame, Frame] | None:
     return None
 
 
-def compare(a: Stack, b: Stack, blocks: dict | None = None) -> Order | None:
+def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | None = None,
+            locals_b: tuple | None = None) -> Order | None:
     """Which of the two stacks is ahead, or None when the stacks cannot say. `blocks`: {(file, line): {"loops":
-    [[first, last], ...], "conditions": [[first, last], ...]}}, innermost last (collector/source.py)."""
+    [[first, last], ...], "conditions": [[first, last], ...], "loop_vars": [[first, last, [names]], ...]}},
+    innermost last (collector/source.py); `locals_a`/`locals_b`: py-spy --locals of each stack's frames."""
     pair = divergence(a, b)
     if pair is None:
         return None
@@ -54,6 +57,9 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None) -> Order | None:
     known_a = blocks.get((fa.file, la)) if blocks else None
     known_b = blocks.get((fb.file, lb)) if blocks else None
     later = 0 if la > lb else 1
+    counted = _by_counter(fa, fb, known_a, known_b, _locals_of(a, fa, locals_a), _locals_of(b, fb, locals_b))
+    if counted is not None:
+        return counted
     if known_a is None or known_b is None:
         return Order(later, fa, (la, lb), False, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
     loops_a, loops_b = set(map(tuple, known_a.get("loops", []))), set(map(tuple, known_b.get("loops", [])))
@@ -72,3 +78,38 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None) -> Order | None:
             return Order(off, fa, (la, lb), True, f"line {branch} of {where} is in a branch of an if inside the loop "
                          f"(lines {loop[0]}-{loop[1]}) that the others did not take")
     return Order(later, fa, (la, lb), True, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
+
+
+def _locals_of(stack: Stack, frame: Frame, frame_locals: tuple | None) -> dict | None:
+    if not frame_locals:
+        return None
+    for index, candidate in enumerate(stack):
+        if candidate is frame:
+            return frame_locals[index] if index < len(frame_locals) else None
+    return None
+
+
+def _by_counter(fa: Frame, fb: Frame, known_a: dict | None, known_b: dict | None, vars_a: dict | None,
+                vars_b: dict | None) -> Order | None:
+    """A loop both lines are in, whose counter (`for step in ...`) the two frames' locals hold with different
+    values: the rank with the higher value is a pass further through that loop, whatever the lines' order (one
+    rank skipped a call and went on into the next step). The innermost such loop decides."""
+    if not (known_a and known_b and vars_a and vars_b):
+        return None
+    shared = [tuple(v[:2]) for v in known_a.get("loop_vars", []) if v in known_b.get("loop_vars", [])]
+    names = {tuple(v[:2]): v[2] for v in known_a.get("loop_vars", [])}
+    for loop in sorted(shared, reverse=True):  # the innermost shared loop starts last
+        for name in names[loop]:
+            va, vb = _whole(vars_a.get(name)), _whole(vars_b.get(name))
+            if va is None or vb is None or va == vb:
+                continue
+            ahead = 0 if va > vb else 1
+            return Order(ahead, fa, (fa.line, fb.line), True, f"its `{name}` is {max(va, vb)} where the others' is "
+                         f"{min(va, vb)}: a pass further through the loop at line {loop[0]} of {fa.name} ({fa.file})",
+                         True, True)
+    return None
+
+
+def _whole(value) -> int | None:
+    text = str(value).strip() if value is not None else ""
+    return int(text) if text.lstrip("-").isdigit() else None

@@ -139,7 +139,8 @@ def _waiting(graph: WaitGraph, targets: set[int]) -> list[int]:
 
 def _causes_of(graph: WaitGraph, component: list[int], floor: str) -> list[Cause]:
     if len(component) == 1:
-        return [_single(graph, graph.nodes[component[0]], "sink")]
+        went_on = _went_on(graph, graph.nodes[component[0]])
+        return [went_on or _single(graph, graph.nodes[component[0]], "sink")]
     members = set(component)
     for weakest in ("assumed", "semantic")[1 if floor == "assumed" else 0:]:  # drop doubtful edges: possible, assumed
         strongest = max((STRENGTH.index(e.strength) for n in component for e in graph.out.get(n, [])
@@ -248,6 +249,25 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     return [_cause(graph, nodes, "low", "tie", reason)]
 
 
+def _went_on(graph: WaitGraph, sink: Node) -> Cause | None:
+    """A rank that waits for the sink and whose loop counter says it is a pass further through the loop both are in
+    (ahead.py): it skipped the sink's call in that pass and went on, and the sink waits for it there (an edge the
+    graph may hold only as assumed). Then it is the cause, not the sink."""
+    if sink.place is None:
+        return None
+    for edge in graph.into.get(sink.id, []):
+        waiter = graph.nodes[edge.waiter]
+        if waiter.place is None:
+            continue
+        mine, theirs = waiter.place.views[0], sink.place.views[0]
+        order = compare(mine.stack, theirs.stack, graph.blocks, mine.frame_locals, theirs.frame_locals)
+        if order is not None and order.by_counter and order.ahead == 0:
+            reason = (f"went on past {_calls([sink])}, where {_who([sink])} {_verb([sink], 'waits', 'wait')} ("
+                      f"{order.why}), and {_verb([waiter], 'waits', 'wait')} in {_calls([waiter])} of the next pass")
+            return _cause(graph, [waiter], "medium", "program-order", reason)
+    return None
+
+
 def _ahead_of_all(nodes: list[Node], blocks: dict | None):
     """The one node that is ahead of every other in program order (ahead.py), with the order against the first
     other, or None."""
@@ -256,7 +276,8 @@ def _ahead_of_all(nodes: list[Node], blocks: dict | None):
         for other in nodes:
             if other is node:
                 continue
-            order = compare(node.place.views[0].stack, other.place.views[0].stack, blocks)
+            mine, theirs = node.place.views[0], other.place.views[0]
+            order = compare(mine.stack, theirs.stack, blocks, mine.frame_locals, theirs.frame_locals)
             if order is None or order.ahead != 0:
                 break
             orders.append(order)

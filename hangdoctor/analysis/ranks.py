@@ -63,6 +63,7 @@ class RankView:
     # in a collective while the main thread waits for it (a lock it holds, a future, a join)
     phase: str = ""  # the schedule's phase, where one function holds several (call_semantics.py): "fn:line"
     reader: str = ""  # the tool that read its last answered stack ("py-spy", "pystack", ...); "" for a file
+    frame_locals: tuple | None = None  # py-spy --locals of `stack`'s frames (aligned with them), when read
 
     @property
     def rank(self) -> int:
@@ -181,6 +182,7 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         active=_all([t.active for t in threads]), gil=_all([t.owns_gil for t in threads]),
         peer=peer_of(thread, wait) if thread is not None and wait is not None else None, gpu=gpu,
         truncated=truncated, reader=answered[-1].reader if answered else "",
+        frame_locals=thread.locals if thread is not None else None,
     )
 
 

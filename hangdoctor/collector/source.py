@@ -75,14 +75,17 @@ def frame_blocks(infos: list) -> dict:
         ranges = parsed[path]
         if ranges is None:
             continue
-        blocks[key] = {kind: sorted([first, last] for k, first, last in ranges if k == kind and first <= line <= last)
+        blocks[key] = {kind: sorted([first, last] for k, first, last, *_ in ranges if k == kind and first <= line <= last)
                        for kind in ("loops", "conditions", "withs")}
+        blocks[key]["loop_vars"] = sorted([first, last, list(names)] for k, first, last, *rest in ranges
+                                          if k == "loop_vars" and first <= line <= last for names in rest)
     return blocks
 
 
 def _ranges(path: str, ast) -> list | None:
     """Every loop's lines, every branch of every if statement and every `with` statement (from its own line: a
-    rank waiting to enter it is at that line) in a file, as (kind, first, last)."""
+    rank waiting to enter it is at that line) in a file, as (kind, first, last); each for-loop also as
+    ("loop_vars", first, last, its target names)."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
@@ -92,6 +95,9 @@ def _ranges(path: str, ast) -> list | None:
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             found.append(("loops", node.lineno, node.end_lineno or node.lineno))
+            if isinstance(node, (ast.For, ast.AsyncFor)):  # its counter: `for step in ...`, `for i, batch in ...`
+                names = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+                found.append(("loop_vars", node.lineno, node.end_lineno or node.lineno, tuple(names)))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             found.append(("withs", node.lineno, node.end_lineno or node.lineno))
         elif isinstance(node, ast.If):

@@ -370,16 +370,21 @@ def source_lines_of(docs: list[dict]) -> dict:
 
 def source_blocks_of(docs: list[dict]) -> dict:
     """The loops, conditions and `with` statements collectors read around each frame's line: {(short file, line):
-    {"loops": [[first, last], ...], "conditions": [...], "withs": [...]}}; malformed entries are left out."""
+    {"loops": [[first, last], ...], "conditions": [...], "withs": [...], "loop_vars": [[first, last, [names]]]}};
+    malformed entries are left out."""
     blocks = {}
     for doc in docs:
         found = doc.get("source_blocks")
         for key, value in (found.items() if isinstance(found, dict) else ()):
             file, _, line = str(key).rpartition(":")
             if file and line.isdigit() and isinstance(value, dict):
-                blocks[(file, int(line))] = {kind: [r for r in value.get(kind) or [] if isinstance(r, list)
-                                                    and len(r) == 2 and all(isinstance(x, int) for x in r)]
-                                             for kind in ("loops", "conditions", "withs")}
+                entry = {kind: [r for r in value.get(kind) or [] if isinstance(r, list)
+                                and len(r) == 2 and all(isinstance(x, int) for x in r)]
+                         for kind in ("loops", "conditions", "withs")}
+                entry["loop_vars"] = [r for r in value.get("loop_vars") or [] if isinstance(r, list) and len(r) == 3
+                                      and all(isinstance(x, int) for x in r[:2]) and isinstance(r[2], list)
+                                      and all(isinstance(x, str) for x in r[2])]
+                blocks[(file, int(line))] = entry
     return blocks
 
 

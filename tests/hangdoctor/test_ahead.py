@@ -46,9 +46,10 @@ def blocks_of(tmp_path):
 
 def test_the_collector_reads_loops_and_branches_around_each_line(tmp_path):
     blocks, lines = blocks_of(tmp_path)
-    assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": [], "withs": []}
-    assert blocks[("train.py", 5)] == {"loops": [[2, 6]], "conditions": [[5, 5]], "withs": []}
-    assert blocks[("train.py", 7)] == {"loops": [], "conditions": [], "withs": []}
+    assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": [], "withs": [], "loop_vars": [[2, 6, ["step"]]]}
+    assert blocks[("train.py", 5)] == {"loops": [[2, 6]], "conditions": [[5, 5]], "withs": [],
+                                       "loop_vars": [[2, 6, ["step"]]]}
+    assert blocks[("train.py", 7)] == {"loops": [], "conditions": [], "withs": [], "loop_vars": []}
     assert lines["train.py:5"] == "evaluate()" and lines["train.py:7"] == "barrier()"
 
 
@@ -62,6 +63,16 @@ def test_the_rank_in_a_branch_the_others_did_not_take_is_off_the_path_whatever_t
     blocks, _ = blocks_of(tmp_path)
     order = compare(stack(6), stack(5), blocks)  # line 6 comes later, but line 5 is inside `if rank == 3`
     assert order.ahead == 1 and order.sure and "branch" in order.why
+
+
+def test_the_loop_counter_in_the_locals_says_which_rank_is_a_pass_further(tmp_path):
+    """A rank that skipped a call went on into the next step: its counter is higher, whatever the lines' order
+    (here line 5 comes after line 3, yet the rank at line 3 is in step 4 and the one at line 5 in step 3)."""
+    blocks, _ = blocks_of(tmp_path)
+    order = compare(stack(3), stack(5), blocks, ({}, {"step": "4"}), ({}, {"step": "3"}))
+    assert order.ahead == 0 and order.sure and order.left_loop and "`step` is 4 where the others' is 3" in order.why
+    same = compare(stack(6), stack(5), blocks, ({}, {"step": "3"}), ({}, {"step": "3"}))
+    assert "branch" in same.why  # the same pass: the counter says nothing, the structure decides
 
 
 def test_an_unreadable_or_broken_file_gives_no_blocks(tmp_path):
