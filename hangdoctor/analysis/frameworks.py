@@ -278,6 +278,8 @@ RULES: tuple[WaitRule, ...] = (
     R("launcher", "ray", "ray/_private/worker.py", "get|Worker.get_objects|get_objects|wait", op="Ray driver (ray.get)",
       role="process"),
     R("worker", "python", "multiprocessing/pool.py", "worker", op="multiprocessing pool worker", role="process"),
+    R("worker", "pyspark", "pyspark/daemon.py", ".*", op="PySpark's Python worker daemon", role="process"),
+    R("worker", "pyspark", "pyspark/worker.py", "main", op="PySpark Python worker", role="process"),
     R("worker", "python", "concurrent/futures/process.py", "_process_worker", op="process pool worker",
       role="process"),
     R("worker", "python", "multiprocessing/resource_tracker.py", "main", op="multiprocessing resource tracker",

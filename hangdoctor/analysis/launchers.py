@@ -18,7 +18,10 @@ from topology.launcher import launcher_in_command
 
 # process titles (setproctitle's, the command line's first word) of a framework's own processes that are not ranks:
 # an actor idle in Ray's task loop shows nothing else of what it is
-_HELPER_TITLES = (("ray::TrainController", "launcher", "Ray Train's controller"),
+_HELPER_TITLES = (("ForkPoolWorker-", "worker", "a multiprocessing pool worker"),  # multiprocessing's own names
+                  ("SpawnPoolWorker-", "worker", "a multiprocessing pool worker"),
+                  ("ForkServerPoolWorker-", "worker", "a multiprocessing pool worker"),
+                  ("ray::TrainController", "launcher", "Ray Train's controller"),
                   ("ray::SynchronizationActor", "worker", "Ray Train's synchronization actor"),
                   ("ray::_TrainingWorkerGroup", "launcher", "Ray Train's worker group"))
 _TITLE_PREFIXES = tuple(prefix for prefix, _, _ in _HELPER_TITLES)

@@ -8,7 +8,8 @@ workers `WorkerProc.worker_main`, Ray's actors Ray's worker loop; the CLI that s
 
 `outsiders` finds, among processes that no launcher variable names a rank of, the ones that run a program of
 their own (one such process per node: a job's or a node's driver, SGLang's data-parallel controller on each node)
-beside a family of processes that share one (the ranks: at least two, more than half of them), do
+beside a family of processes that share one (the ranks: at least two, more than half of them, and some frame of
+theirs a communication call or a GPU wait: processes alike that never communicate are no job's ranks), do
 not wait in a call any of that family waits in, and do not wait on a GPU (rank work). Such a process, when it waits (for the ranks' answers, on a
 pipe, idle), is the job's driver, never a rank (one that runs may be doing a rank's work: launchers.py keeps it): numbered as one it shifts every rank after it and,
 being the one process unlike the others, is blamed. One that waits in the family's own call or on its GPU (vLLM's
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from hangdoctor.analysis.wait_rule import COMM_KINDS
 from hangdoctor.analysis.waits import WaitTable
 from hangdoctor.formats.nodefile import Found
 
@@ -75,10 +77,24 @@ def outsiders(found: list[Found], table: WaitTable) -> dict[int, tuple[str, str]
              if f.rank is None and p is not None and p != family and most_on_a_host[p] == 1 and counts[p] < size]
     if not alone:
         return {}
+    if not any(_speaks(f, table) for f, p in zip(found, programs) if p == family):
+        return {}  # processes alike that never communicate are not a job's ranks (a server's forked workers)
     memo: dict = {}
     family_ops = {wait.op for f, p in zip(found, programs) if p == family for wait in _waits(f, table, memo)}
     return {i: programs[i] for i in alone if not any(w.kind == "device-sync" or w.communicates and w.op in family_ops
                                                      for w in _waits(found[i], table, memo))}
+
+
+def _speaks(found: Found, table: WaitTable) -> bool:
+    """Some frame of some thread of it is a communication call or a wait on the GPU the table knows (a wait
+    somewhere down the stack counts: the ranks may be anywhere in their step)."""
+    for sample in found.samples:
+        for thread in sample.threads:
+            for frame in thread.frames:
+                row = table.row(frame)
+                if row is not None and row.role == "wait" and (row.kind in COMM_KINDS or row.kind == "device-sync"):
+                    return True
+    return False
 
 
 def _waits(found: Found, table: WaitTable, memo: dict):

@@ -21,13 +21,15 @@ import re
 from hangdoctor.formats import frames as interned
 from hangdoctor.model import ThreadStack
 
-_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):\s*$")
+# a thread's id, or one a person elided ("Thread 0x… (most recent call first):"): then it tells no thread apart
+_THREAD = re.compile(r"^\s*(Current thread|Thread) (0x[0-9a-fA-F]*(?:…|\.\.\.)|0x[0-9a-fA-F]+) \(most recent call first\):\s*$")
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+?)\s*$')
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 
 
 def looks_like(text: str) -> bool:
-    return bool(re.search(r"^(Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):", text, re.M))
+    return bool(re.search(r"^(Current thread|Thread) 0x(?:[0-9a-fA-F]+|[0-9a-fA-F]*(?:…|\.\.\.)) \(most recent call "
+                          r"first\):", text, re.M))
 
 
 _OTHER_HEAD = re.compile(r"^(Fatal Python error|Timeout \(\d+:\d\d:\d\d\)!|Stack \(most recent call first\))")
@@ -45,7 +47,7 @@ def split_processes(text: str) -> list[str]:
         head = _THREAD.match(line)
         if head:
             tid, is_current = head.group(2).lower(), head.group(1) == "Current thread"
-            if seen and (after_frame or tid in seen or (is_current and current)):
+            if seen and (after_frame or (tid in seen and not _elided(tid)) or (is_current and current)):
                 blocks.append([])
                 seen, current = set(), False
             seen.add(tid)
@@ -66,7 +68,8 @@ def parse(text: str, pid: int, *, server: bool = True) -> tuple[ThreadStack, ...
     for line in text.splitlines():
         head = _THREAD.match(line)
         if head:
-            threads.append((int(head.group(2), 16), head.group(1) == "Current thread", []))
+            raw = head.group(2)
+            threads.append((len(threads) + 1 if _elided(raw) else int(raw, 16), head.group(1) == "Current thread", []))
             continue
         frame = _FRAME.match(line)
         if frame and threads:
@@ -76,3 +79,7 @@ def parse(text: str, pid: int, *, server: bool = True) -> tuple[ThreadStack, ...
     main = next((i for i, (_, frames) in enumerate(kept) if frames[-1].name == "<module>"), len(kept) - 1)
     return tuple(ThreadStack(thread_id=pid if i == main else tid, name="MainThread" if i == main else f"thread {tid:#x}",
                              frames=interned.stack(frames)) for i, (tid, frames) in enumerate(kept))
+
+
+def _elided(tid: str) -> bool:
+    return tid.endswith(("…", "..."))

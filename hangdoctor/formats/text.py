@@ -11,6 +11,7 @@ import re
 from hangdoctor.formats import faulthandler, tracebacks
 from hangdoctor.formats.paste import Source, split_sources
 from hangdoctor.formats.pyspy_text import TextProcess, parse_frame, parse_source, place
+from hangdoctor.model import ERROR
 
 _PYSPY_HEADER = re.compile(r"^\s*(?:Process \d+:|Thread (?:0x[0-9A-Fa-f]+|\d+)\b|Error: |Permission Denied)")
 _FAULTHANDLER_FRAME = re.compile(r'^\s+File ".*", line (?:\d+|\.\.\.) in \S')
@@ -48,7 +49,9 @@ def _read_source(source: Source) -> tuple[list[TextProcess], str]:
     if shape == "none":
         return [], shape
     if shape == "traceback":
-        return [TextProcess(pid=0, threads=threads, rank=rank) for threads, rank in tracebacks.parse(source.lines)], \
+        return [TextProcess(pid=pid, threads=threads, rank=rank, cmdline=name,
+                            **({} if threads else {"status": ERROR, "error": "its traceback is not in the text"}))
+                for threads, rank, pid, name in tracebacks.parse(source.lines)], \
             shape
     return parse_source(source), shape
 

@@ -40,6 +40,10 @@ _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 _MAIN = re.compile(r"\bMainThread\b")
 _THREAD_ID = re.compile(r"\b(?:thread|Thread|ThreadID|tid)[ =:]*(0x[0-9a-fA-F]+|\d+)|\((\d+)\)")
 _PROCESS = re.compile(r"^Process [\w.:-]+:$")  # multiprocessing's line before a child's traceback
+# a line that names the process whose threads follow, by its pid: "Dumping threads for process 1904" (pyspark's
+# threaddump), "=== process 2010 ===", "Stacks of process 77:", "PID 2010"
+_PROCESS_PID = re.compile(r"^\W*(?:[A-Z][a-z]+ (?:threads|stacks) (?:for|of) )?(?:process|pid|PID)(?: id)?[ :=#]*(\d+)\W*$",
+                          re.IGNORECASE)
 _SPAWNED = re.compile(r"^-- Process (\d+) terminated with the following error:")  # torch's mp.spawn
 _REMOTE = re.compile(r"RayTaskError\b.*\bray::\S+.*\(pid=\d+")  # a Ray actor's error: its own traceback next
 _INNER_HEAD = re.compile(r"^\S*ack \(most recent call first\)")  # gdb's py-bt: "Traceback (most recent call first)"
@@ -72,6 +76,8 @@ class _Thread:
     frames: list[Frame] = field(default_factory=list)
     new_process: bool = False  # the first thread of another process
     rank: int | None = None  # mp.spawn's "Process N terminated" names it
+    pid: int = 0  # a line before it named the process by its pid
+    named: str = ""  # multiprocessing's "Process NAME:" line named the child whose traceback follows
 
 
 def _frame(match: re.Match) -> Frame:
@@ -83,8 +89,11 @@ def _frame(match: re.Match) -> Frame:
     return interned.frame(match["name"], file, int(line) if line.isdigit() else 0, native)
 
 
-def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
-    """Each process's threads, innermost frame first, and its rank where the text names it. A new process starts
+def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, str]]:
+    """Each process's threads, innermost frame first, its rank where the text names it, and its pid where a line
+    names the process by it ("Dumping threads for process 1904"; else 0), and the name of a child that
+    multiprocessing's "Process NAME:" line announced but whose traceback the text does not hold (its threads
+    empty; else ""). A new process starts
     at multiprocessing's "Process Name:" line, at mp.spawn's "-- Process N terminated with the following error:"
     (rank N), at Ray's `RayTaskError(...): ray::Actor.method() (pid=N, ...)` (the actor's traceback after the
     driver's), at a traceback that follows another one's end unless an exception chains them ("During handling of
@@ -106,8 +115,14 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
                 threads.append(_Thread(stripped, new_process=True))
                 header, chained = stripped, False
                 continue
+            named = _PROCESS_PID.match(stripped)
+            if named:  # a new process, named by its pid
+                threads.append(_Thread(stripped, new_process=True, pid=int(named[1])))
+                header, chained = stripped, False
+                continue
             if _PROCESS.match(stripped) or spawned:  # a new process: whatever came before was another one's
-                threads.append(_Thread(stripped, new_process=True, rank=int(spawned[1]) if spawned else None))
+                threads.append(_Thread(stripped, new_process=True, rank=int(spawned[1]) if spawned else None,
+                                       named="" if spawned else stripped[len("Process "):-1]))
                 header, chained = stripped, False
                 continue
             if _TRACEBACK_HEAD.match(stripped) and seen and not chained and not (threads and threads[-1].new_process
@@ -134,6 +149,10 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
         frame = _frame(match)
         if not threads:
             threads.append(_Thread(header))
+        elif threads[-1].named and not threads[-1].frames and not innermost_first and frame.name in _PROGRAM_STARTS:
+            # a child's traceback starts in multiprocessing's _bootstrap: one that starts the program is the parent's
+            # (the children's own lines lost, interleaved on one terminal): the named child stays without a stack
+            threads.append(_Thread(header, new_process=True))
         elif not threads[-1].frames and not innermost_first and frame.name in _PROGRAM_STARTS and started:
             threads[-1].new_process = True  # a second stack that starts a program: another process's (print_stack)
         elif soft_break and threads[-1].frames and not innermost_first and frame.name in _PROGRAM_STARTS:
@@ -146,21 +165,27 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None]]:
         threads[-1].frames.append(frame)
     processes: list[list[ThreadStack]] = []
     ranks: list[int | None] = []
-    for i, thread in enumerate(t for t in threads if t.frames):
+    pids: list[int] = []
+    names: list[str] = []  # a named child with no stack: its name
+    for i, thread in enumerate(t for t in threads if t.frames or t.named):
         frames = thread.frames if innermost_first else thread.frames[::-1]
         is_main = bool(_MAIN.search(thread.header))
         if not processes or thread.new_process or (is_main and any(t.name == "MainThread" for t in processes[-1])):
             processes.append([])
             ranks.append(thread.rank)
+            pids.append(thread.pid)
+            names.append(thread.named if not thread.frames else "")
+        if not thread.frames:  # a named child whose traceback the text does not hold: a process, with no thread
+            continue
         ident = _THREAD_ID.search(thread.header)
         raw_id = next(g for g in ident.groups() if g) if ident else str(i)
         tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
         name = "MainThread" if is_main else f"thread {tid}"
         processes[-1].append(ThreadStack(thread_id=tid, name=name, frames=interned.stack(frames)))
     for threads_of in processes:  # no header named the main thread: the one that starts at <module>, else the
-        if not any(t.name == "MainThread" for t in threads_of):  # first that `threading` did not start
+        if threads_of and not any(t.name == "MainThread" for t in threads_of):  # first that `threading` did not start
             main = next((i for i, t in enumerate(threads_of) if t.frames[-1].name == "<module>"),
                         next((i for i, t in enumerate(threads_of)
                               if t.frames[-1].name.rsplit(".", 1)[-1] not in THREAD_STARTS), 0))
             threads_of[main] = ThreadStack(threads_of[main].thread_id, "MainThread", threads_of[main].frames)
-    return list(zip(processes, ranks))
+    return list(zip(processes, ranks, pids, names))

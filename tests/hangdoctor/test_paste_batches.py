@@ -35,6 +35,11 @@ KNOWN_MISSES = {
     "sdscripts_725_rich_traceback_box": "a rich traceback box whose function names are cut at its right border",
     "pyflame_dump_three_threads": "pyflame's own dump format (file:function:line frames under bare thread ids) is not "
                                   "read",
+    "paleomix_6_gdb_pyframe_macro_frames": "a gdb session walking Python 2.7's PyEval_EvalFrameEx frames with a "
+                                           "gdbinit macro (file and function as quoted C strings, the line as "
+                                           "`$k = N`): no frame shape of any tool this reads",
+    "underworld3_630_hang_report_rollcall_four_ranks": "a hand-made roll call ('ranks [0, 2, 3] stopped at f.py:N in "
+                                                       "fn', 'via' lines): frames inside a person's sentences",
 }
 
 
