@@ -36,7 +36,7 @@ from rich.console import Console  # noqa: E402
 from torch import nn  # noqa: E402
 
 import weightdiff  # noqa: E402
-from topology import ParallelDims  # noqa: E402
+from hangdoctor.topology import ParallelDims  # noqa: E402
 
 
 class Shard(nn.Module):

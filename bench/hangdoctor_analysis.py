@@ -113,7 +113,7 @@ def make_fr_set(world: int, folder: Path, tp: int = 8, pp: int = 16, where: str 
 
     from hangdoctor.analysis.sequence import join
     from hangdoctor.formats.flight_recorder import read_fr
-    from topology import ParallelDims
+    from hangdoctor.topology import ParallelDims
 
     small = ParallelDims(tp=2, pp=2, dp=2)
     recorded = sorted(p for p in FR.glob("fr_rank_?"))
@@ -160,7 +160,7 @@ def measure(folder: str) -> dict:
     from rich.console import Console
 
     from hangdoctor.analysis.verdict import diagnose
-    from clicore.bulk import paused_gc
+    from hangdoctor.clicore.bulk import paused_gc
     from hangdoctor.formats.load import load_paths
     from hangdoctor.identity import TopologyFlags
     from hangdoctor.render.html import render_html

@@ -40,13 +40,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from experiments.trainer_job import trainer_batch_job  # noqa: E402
+from hangdoctor.experiments.trainer_job import trainer_batch_job  # noqa: E402
 from slurm.process import run_command  # noqa: E402
 from slurm.sbatch import render_sbatch, submit, wait_for_state  # noqa: E402
 from slurm.testcluster import local_cluster_for_tests  # noqa: E402
 from tests.hangdoctor.livejobs import FIXTURES  # noqa: E402
 from tests.support import PYTHON, child_env  # noqa: E402
-from topology import ParallelDims  # noqa: E402
+from hangdoctor.topology import ParallelDims  # noqa: E402
 
 PYSPY = str(Path(PYTHON).parent / "py-spy")
 # Keeps the pids whose environment says they run on this virtual node (as `ps` on a real node would).

@@ -32,7 +32,7 @@ def stages(folder: Path) -> dict:
     from rich.console import Console
 
     from hangdoctor.analysis.verdict import diagnose
-    from clicore.bulk import paused_gc
+    from hangdoctor.clicore.bulk import paused_gc
     from hangdoctor.formats.load import load_paths
     from hangdoctor.identity import TopologyFlags
     from hangdoctor.render.html import render_html

@@ -9,8 +9,8 @@ activations), their ratio, and whether the planner's "fits in 80GB" agrees with 
 
 from __future__ import annotations
 
-from throughput.memory import GB, memory_per_gpu
-from throughput.model_size import ModelShape
+from hangdoctor.throughput.memory import GB, memory_per_gpu
+from hangdoctor.throughput.model_size import ModelShape
 
 SHAPE = ModelShape(layers=72, hidden=14336, heads=64, vocab=250880, seq_length=2048)
 # (DP, TP, PP, MBS, GBS, measured GB or None for OOM, table)

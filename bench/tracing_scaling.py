@@ -103,7 +103,7 @@ def stages(folder: Path) -> dict:
 
     from tracing.analysis.diverge import diverge_report
     from tracing.analysis.last import last_report
-    from clicore.bulk import paused_gc
+    from hangdoctor.clicore.bulk import paused_gc
     from tracing.liveness import process_status
     from tracing.render.diverge import render_diverge
     from tracing.render.jsonout import dumps

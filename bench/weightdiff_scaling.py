@@ -42,7 +42,7 @@ def write_pair(folder: Path, tensors: int, elements: int) -> tuple[Path, Path]:
     from torch import nn
 
     import weightdiff
-    from topology import ParallelDims
+    from hangdoctor.topology import ParallelDims
 
     rows = max(1, elements // COLUMNS)
     a, b = folder / "a", folder / "b"
@@ -69,7 +69,7 @@ def stages(a: Path, b: Path) -> dict:
     from weightdiff.analysis.compare import Tolerance
     from weightdiff.analysis.diff import compare_selections
     from weightdiff.analysis.diff_report import build_diff_report
-    from clicore.bulk import paused_gc
+    from hangdoctor.clicore.bulk import paused_gc
     from weightdiff.read.sources import select
     from weightdiff.render.jsonout import to_json
     from weightdiff.render.text import render_diff

@@ -8,8 +8,8 @@ import sys
 
 from rich.console import Console
 
-from clicore.app import Tool, build_parser as _build_parser, ensure_streams, main as run_tool
-from clicore.bulk import paused_gc
+from hangdoctor.clicore.app import Tool, build_parser as _build_parser, ensure_streams, main as run_tool
+from hangdoctor.clicore.bulk import paused_gc
 from hangdoctor.commands import COMMANDS
 
 TOOL = Tool(
@@ -28,7 +28,7 @@ def build_parser(verb: str | None = None):
 def main(argv: list[str] | None = None, *, out: Console | None = None, err: Console | None = None) -> int:
     ensure_streams()
     if argv is None:  # run as a program (not called in-process): orphans of our children become ours to end
-        from clicore.children import become_subreaper
+        from hangdoctor.clicore.children import become_subreaper
         become_subreaper()
     argv = sys.argv[1:] if argv is None else list(argv)
     # Piped into a file, rich would wrap at 80 columns and mangle saved logs: a pipe gets 160 unless COLUMNS says

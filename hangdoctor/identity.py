@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hangdoctor.formats.nodefile import Found
 from hangdoctor.model import RankIdentity, RankRecord
-from topology import DEFAULT_ORDER, ParallelDims
+from hangdoctor.topology import DEFAULT_ORDER, ParallelDims
 
 TP_FLAGS = ("--tensor-model-parallel-size", "--tensor_model_parallel_size", "--tp", "--tp-size",
             "--tensor-parallel-size", "--tensor_parallel_size")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 
 # Sample statuses. Only OK means the rank answered; every other one is "did not respond".
 OK = "ok"

@@ -13,7 +13,7 @@ import argparse
 import json
 from dataclasses import dataclass, field, fields
 
-from clicore.argtypes import positive_float, positive_int
+from hangdoctor.clicore.argtypes import positive_float, positive_int
 
 VERDICT_FORMAT = "hangdoctor-verdict/1"
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from clicore import children
+from hangdoctor.clicore import children
 from slurm.errors import SlurmCommandMissing
 
 MISSING_HINT = "run this on a SLURM login node (or load the SLURM module); Debian/Ubuntu: apt-get install slurm-client"

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from clicore import children
+from hangdoctor.clicore import children
 from slurm.errors import JobNotFound, NotJobOwner, SlurmCommandFailed, SlurmCommandMissing
 from slurm.jobs import check_job_id
 from slurm.nodelist import compress_nodelist

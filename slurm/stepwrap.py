@@ -28,7 +28,7 @@ import time
 if __package__ in (None, ""):  # started by file path on a node: make `slurm` and `clicore` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from clicore import children  # noqa: E402
+from hangdoctor.clicore import children  # noqa: E402
 from slurm import frames  # noqa: E402
 
 

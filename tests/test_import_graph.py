@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.support import REPO
 
-PACKAGES = ("hangdoctor", "weightdiff", "tracing", "slurm", "trainer", "experiments", "throughput", "topology", "clicore")
+PACKAGES = ("hangdoctor", "weightdiff", "tracing", "slurm", "trainer")
 
 
 def modules() -> dict[str, Path]:

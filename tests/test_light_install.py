@@ -194,3 +194,14 @@ def test_with_numpy_alone_a_torch_file_names_torch(light, tmp_path):
     result = run_script(light, "weightdiff", tmp_path / "a", tmp_path / "b", extra_path=numpy_only)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.output[-3000:]
     assert result.stderr.splitlines() == [f"Error: weightdiff diff needs torch: {TRAIN}"]
+
+
+def test_the_wheel_installs_only_the_projects_own_import_names(light):
+    """`pip install hangdoctor` puts four import names on a machine; none is a generic word another package owns
+    (topology, experiments, throughput, clicore live inside hangdoctor; the reference trainer runs from a checkout)."""
+    venv, _ = light
+    wheel = next((venv.parent / "dist").glob("hangdoctor-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/", 1)[0] for name in archive.namelist() if "/" in name}
+    tops = {top for top in tops if not top.endswith((".dist-info", ".data"))}
+    assert tops == {"hangdoctor", "weightdiff", "tracing", "slurm"}

@@ -14,7 +14,7 @@ from collections.abc import MutableMapping
 
 from tracing.config import ENV_VAR, TraceConfig
 from tracing.identity import current_identity
-from topology.launcher import launcher_in_command
+from hangdoctor.topology.launcher import launcher_in_command
 
 OWNER_VAR = "HANGDOCTOR_TRACE_OWNER"
 
@@ -36,7 +36,7 @@ def start_from_environment(environ: MutableMapping[str, str] | None = None):
     try:
         config = TraceConfig.from_env(text)
         if config.ranks is not None:
-            from topology import parse_ranks
+            from hangdoctor.topology import parse_ranks
             if identity.rank not in parse_ranks(config.ranks):
                 return None
         from tracing.tracer import Tracer, active_tracer

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from clicore.app import Tool, ensure_streams, main as run_tool
+from hangdoctor.clicore.app import Tool, ensure_streams, main as run_tool
 
 VERBS = {
     "run": ("tracing.commands.run", "Run a Python program under the tracer, without editing it."),

@@ -41,7 +41,7 @@ class TraceConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.ranks is not None:
-            from topology import parse_ranks  # pure Python, no torch
+            from hangdoctor.topology import parse_ranks  # pure Python, no torch
             parse_ranks(self.ranks)
 
     def to_dict(self) -> dict:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from topology.launcher import launched_rank
+from hangdoctor.topology.launcher import launched_rank
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import stat
 
-from clicore.inputs import NotRegular
-from clicore.inputs import open_regular as open_regular_fd
+from hangdoctor.clicore.inputs import NotRegular
+from hangdoctor.clicore.inputs import open_regular as open_regular_fd
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))

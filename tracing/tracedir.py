@@ -11,7 +11,7 @@ import glob
 import os
 from dataclasses import dataclass, field
 
-from clicore.bulk import paused_gc
+from hangdoctor.clicore.bulk import paused_gc
 from tracing.records import RankTrace
 from tracing.regularfile import NotRegularFile
 from tracing.ringreader import RingFormatError, read_ring

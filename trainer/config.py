@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from topology import DEFAULT_ORDER, ParallelDims
+from hangdoctor.topology import DEFAULT_ORDER, ParallelDims
 
 PARTITION_METHODS = ("uniform", "parameters", "type:transformer", "type:transformer|embedding")
 

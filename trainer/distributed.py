@@ -20,7 +20,7 @@ from datetime import timedelta
 
 import torch
 
-from topology.launcher import launched_rank
+from hangdoctor.topology.launcher import launched_rank
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 from trainer.config import TrainConfig
 from trainer.faults import FaultInjector
 from trainer.grad_clip import GlobalGradClipper, make_norm_group

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from topology import ParallelDims, RankCoords, parse_ranks
+from hangdoctor.topology import ParallelDims, RankCoords, parse_ranks
 from trainer.param_groups import Rule, naive_megatron_no_decay, robust_no_decay
 
 

@@ -16,9 +16,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from topology import ParallelDims, RankCoords
-from throughput.flops import megatron_tflops
-from throughput.logline import IterationStats, format_iteration_line
+from hangdoctor.topology import ParallelDims, RankCoords
+from hangdoctor.throughput.flops import megatron_tflops
+from hangdoctor.throughput.logline import IterationStats, format_iteration_line
 from trainer import flight_recorder
 from trainer.config import TrainConfig
 from trainer.data import replica_micro_batches

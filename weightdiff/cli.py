@@ -12,8 +12,8 @@ import sys
 
 from rich.console import Console
 
-from clicore.app import Tool, ensure_streams, main as run_tool
-from clicore.errors import EXIT_USAGE, CommandError
+from hangdoctor.clicore.app import Tool, ensure_streams, main as run_tool
+from hangdoctor.clicore.errors import EXIT_USAGE, CommandError
 from weightdiff.commands import VERBS
 from weightdiff.errors import BadInput
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from topology import RankCoords
+from hangdoctor.topology import RankCoords
 from weightdiff.fingerprint import host_contiguous, raw_bytes, sha256_hex, statistics
 from weightdiff.introspect import class_path, mro_paths, owning_module, param_groups_by_name, pipeline_dims, ties
 from weightdiff.naming import DumpName, check_tag

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from topology import RankCoords
+from hangdoctor.topology import RankCoords
 
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
 NAME_PATTERN = re.compile(

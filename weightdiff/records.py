@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 
 FORMAT = "weightdiff-dump"
 VERSION = 1

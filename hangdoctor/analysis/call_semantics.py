@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clicore.inputs import check_field_types
-from clicore.regex import compile_user_regex
+from hangdoctor.clicore.inputs import check_field_types
+from hangdoctor.clicore.regex import compile_user_regex
 
 PEERS = ("prev-stage", "next-stage", "neighbour-stage", "last-stage", "group:dp", "group:tp", "group:pp",
          "workers", "threads")

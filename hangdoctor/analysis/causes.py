@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SILENT, STRENGTH, Edge,
                                            Node, WaitGraph)
 from hangdoctor.analysis.ahead import compare
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 
 _SILENT_SURE = {"stopped": "high", "d-state": "high", "gone": "medium", "missing": "medium"}
 CONFIDENCE_ORDER = {"high": 0, "medium": 1, "low": 2}

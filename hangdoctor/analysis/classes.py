@@ -14,7 +14,7 @@ from hangdoctor.analysis.ranks import PROGRESSING, STUCK, UNKNOWN, RankView
 from hangdoctor.analysis.waits import Wait
 from hangdoctor.identity import natural_key
 from hangdoctor.model import OK, Stack
-from topology import ParallelDims, describe_ranks, fold_ranks
+from hangdoctor.topology import ParallelDims, describe_ranks, fold_ranks
 
 
 @dataclass

@@ -12,7 +12,7 @@ the frameworks' sources, as py-spy prints them.
 from __future__ import annotations
 
 from hangdoctor.analysis.wait_rule import WaitRule
-from topology.comm_calls import BARRIER_OPS, COLLECTIVE_OPS, P2P_OPS, WAIT_OPS
+from hangdoctor.topology.comm_calls import BARRIER_OPS, COLLECTIVE_OPS, P2P_OPS, WAIT_OPS
 
 # a frame of one of these names inside a communication layer is the op (topology/comm_calls.py: the one table)
 OP_NAMES = frozenset("|".join((COLLECTIVE_OPS, P2P_OPS, BARRIER_OPS)).split("|")) | set(WAIT_OPS)

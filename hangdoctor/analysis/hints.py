@@ -10,7 +10,7 @@ from hangdoctor.analysis.places import Place, peer_tie, strip_outside, undecided
 from hangdoctor.analysis.ranks import UNKNOWN, RankView
 from hangdoctor.analysis.wait_rule import COMM_KINDS
 from hangdoctor.model import SetAside
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 
 SEQUENCE_HINT = ("record PyTorch's Flight Recorder (TORCH_FR_BUFFER_SIZE=2000 in the job's environment) to compare "
                  "each rank's sequence of collectives, or rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL, which checks "

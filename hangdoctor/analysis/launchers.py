@@ -14,7 +14,7 @@ from hangdoctor.analysis.programs import outsiders, spawned
 from hangdoctor.analysis.waits import WaitTable
 from hangdoctor.formats.nodefile import Found
 from hangdoctor.model import SetAside
-from topology.launcher import launcher_in_command
+from hangdoctor.topology.launcher import launcher_in_command
 
 # process titles (setproctitle's, the command line's first word) of a framework's own processes that are not ranks:
 # an actor idle in Ray's task loop shows nothing else of what it is

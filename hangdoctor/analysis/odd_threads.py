@@ -14,7 +14,7 @@ from hangdoctor.analysis.ranks import RankView
 from hangdoctor.analysis.suspects import Suspect
 from hangdoctor.analysis.waits import Wait, WaitTable
 from hangdoctor.model import OK, RankRecord
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 
 # the waits that can hold up the rest of the job, most telling first
 _WEIGHT = {"io": 0, "p2p": 0, "collective": 0, "barrier": 0, "work-wait": 0, "store": 0, "device-sync": 1,

@@ -16,7 +16,7 @@ from hangdoctor.analysis.classes import where
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, UNKNOWN, RankView
 from hangdoctor.analysis.waits import Wait
 from hangdoctor.identity import natural_key
-from topology import ParallelDims, fold_ranks
+from hangdoctor.topology import ParallelDims, fold_ranks
 
 
 @dataclass

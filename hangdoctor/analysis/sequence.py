@@ -18,8 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from hangdoctor.formats.flight_recorder import FrDump, FrEntry, GroupTrace
-from topology import ParallelDims, describe_group, fold_ranks, group_axes
-from topology.groups import AXIS_NAMES
+from hangdoctor.topology import ParallelDims, describe_group, fold_ranks, group_axes
+from hangdoctor.topology.groups import AXIS_NAMES
 
 
 @dataclass

@@ -36,7 +36,7 @@ from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.analysis.waitgraph import COMMUNICATING, STRENGTH, Node, WaitGraph, describe
 from hangdoctor.model import (D_STATE, ERROR, GONE, MISSING, NO_FR_DUMP, NOT_PYTHON, PTRACE_DENIED, STOPPED, TIMEOUT,
                               SetAside)
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 
 UNRESPONSIVE_REASONS = {
     STOPPED: "stopped (state T): SIGSTOPped or held by a debugger; it cannot progress until it gets SIGCONT",

@@ -23,7 +23,7 @@ from hangdoctor.analysis.waitgraph import WaitGraph, build_graph
 from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.collector.document import DEADLINE
 from hangdoctor.model import NO_FR_DUMP, OK, PTRACE_DENIED, Collection, NodeReport, SetAside, Stack
-from topology import ParallelDims, fold_ranks
+from hangdoctor.topology import ParallelDims, fold_ranks
 
 
 @dataclass

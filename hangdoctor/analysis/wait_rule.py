@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clicore.inputs import check_field_types
-from clicore.regex import compile_user_regex
+from hangdoctor.clicore.inputs import check_field_types
+from hangdoctor.clicore.regex import compile_user_regex
 
 KINDS = ("collective", "p2p", "barrier", "work-wait", "ddp-reducer", "store", "device-sync", "lock", "dataloader",
          "sleep", "io", "launcher", "worker")

@@ -31,7 +31,7 @@ import os
 import re
 from pathlib import Path
 
-from clicore.inputs import load_json
+from hangdoctor.clicore.inputs import load_json
 from hangdoctor.analysis.call_semantics import ROWS, CallRow
 from hangdoctor.analysis.frameworks import RULES
 from hangdoctor.analysis.wait_rule import WaitRule

@@ -28,7 +28,7 @@ from hangdoctor.analysis.places import Place
 from hangdoctor.analysis.ranks import BUSY, RankView
 from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.model import MISSING
-from topology import ParallelDims, fold_ranks
+from hangdoctor.topology import ParallelDims, fold_ranks
 
 STRENGTH = ("possible", "assumed", "semantic", "explicit")  # weakest first
 COMMUNICATING, DEVICE, LOCAL, RUNNING, OUTSIDE, SILENT = "communicating", "device", "local", "running", "outside", "silent"

@@ -21,7 +21,7 @@ import time
 if __package__ in (None, ""):  # started by file path on a node: make `hangdoctor` and `slurm` importable from here
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from clicore import children  # noqa: E402
+from hangdoctor.clicore import children  # noqa: E402
 from hangdoctor.collector import node  # noqa: E402
 from hangdoctor.collector.document import PYSPY_MISSING, NodeDocument  # noqa: E402
 from hangdoctor.collector.options import add_arguments, from_namespace  # noqa: E402

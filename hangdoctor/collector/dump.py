@@ -16,7 +16,7 @@ import selectors
 import subprocess
 import time
 
-from clicore import children
+from hangdoctor.clicore import children
 
 MAX_OUTPUT = 256 << 20  # bytes of one dump's output: a thousand threads with locals is a few MB
 OK, TIMEOUT, PTRACE_DENIED, NOT_PYTHON, GONE, ERROR = "ok", "timeout", "ptrace-denied", "not-python", "gone", "error"

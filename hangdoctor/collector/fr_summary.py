@@ -30,8 +30,8 @@ import time
 
 from pathlib import Path
 
-from clicore.argtypes import MAX_RANKS  # a rank in a file name beyond it is not a rank
-from clicore.inputs import InputRefused, NotRegular, read_bytes
+from hangdoctor.clicore.argtypes import MAX_RANKS  # a rank in a file name beyond it is not a rank
+from hangdoctor.clicore.inputs import InputRefused, NotRegular, read_bytes
 
 FORMAT = "hangdoctor-fr-summary/1"
 GAP = "-"

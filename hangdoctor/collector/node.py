@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import asdict
 
-from clicore import children
+from hangdoctor.clicore import children
 from hangdoctor.collector import compact, dump, flight, fr_summary, procs, profile, pystack, source
 from hangdoctor.collector.document import DEADLINE, NodeDocument
 from hangdoctor.collector.options import CollectOptions, Selection

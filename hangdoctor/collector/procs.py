@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from topology.launcher import LOCAL_RANK_VARS, PROCESS_STARTERS, RANK_VARS, WORLD_SIZE_VARS, launched_rank
+from hangdoctor.topology.launcher import LOCAL_RANK_VARS, PROCESS_STARTERS, RANK_VARS, WORLD_SIZE_VARS, launched_rank
 
 # Only these variables are copied into the output: environments may hold secrets.
 KEPT_ENV = RANK_VARS + LOCAL_RANK_VARS + WORLD_SIZE_VARS + (

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from clicore import children
+from hangdoctor.clicore import children
 from hangdoctor.collector import dump
 
 GRACE = 10.0  # seconds after `seconds` for py-spy to start, write its file and exit

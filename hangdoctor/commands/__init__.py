@@ -13,9 +13,9 @@ COMMANDS = {
               "Watch a running job; when it stalls, take the verdict at once, keep it, and tell someone."),
     "analyze": ("hangdoctor.commands.analyze",
                 "Analyse dumps offline: a folder written by `attach`, collector node files, or any text that holds stacks."),
-    "plan": ("experiments.commands.plan",
+    "plan": ("hangdoctor.experiments.commands.plan",
              "Plan a 3D topology: list the valid (TP, PP, DP, MBS) for a model on N GPUs, with estimated memory per GPU."),
-    "experiment": ("experiments.commands.experiment",
+    "experiment": ("hangdoctor.experiments.commands.experiment",
                    "Run your job (or the reference trainer) over configurations x toggles x repeats, catch hangs, "
                    "tabulate, plot."),
 }

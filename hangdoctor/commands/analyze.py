@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clicore.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT,
+from hangdoctor.clicore.errors import (EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, INTERRUPTED_TEXT,
                             CommandError)
 from hangdoctor.analysis.rendezvous import rendezvous_wait
 from hangdoctor.analysis.verdict import diagnose
@@ -54,7 +54,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def rank_list(text: str) -> tuple[int, ...]:
-    from topology.ranksets import parse_ranks
+    from hangdoctor.topology.ranksets import parse_ranks
 
     try:
         ranks = parse_ranks(text)

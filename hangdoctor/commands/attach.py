@@ -25,9 +25,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clicore.argtypes import positive_float
-from clicore.outputs import hold_folder
-from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+from hangdoctor.clicore.argtypes import positive_float
+from hangdoctor.clicore.outputs import hold_folder
+from hangdoctor.clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                             INTERRUPTED_TEXT, CommandError)
 from hangdoctor.commands.common import (add_output_flags, add_rules_flag, add_topology_flags, check_order, show,
                                         topology_flags, wait_table, write_text)

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from clicore.argtypes import MAX_RANKS, positive_int, rank_count
-from clicore.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
-from clicore.outputs import refuse_overwrite
-from topology import DEFAULT_ORDER, parse_order
+from hangdoctor.clicore.argtypes import MAX_RANKS, positive_int, rank_count
+from hangdoctor.clicore.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, CommandError
+from hangdoctor.clicore.outputs import refuse_overwrite
+from hangdoctor.topology import DEFAULT_ORDER, parse_order
 
 if TYPE_CHECKING:  # imported where used: `attach` needs them only once the stacks are in
     from hangdoctor.analysis.verdict import Verdict

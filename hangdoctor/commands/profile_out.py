@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clicore.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_PARTIAL
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_PARTIAL
 from hangdoctor.commands.common import write_text
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
+from hangdoctor.clicore.errors import (EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE,
                             INTERRUPTED_TEXT, CommandError)
-from clicore.argtypes import positive_float
+from hangdoctor.clicore.argtypes import positive_float
 from hangdoctor.commands.common import add_topology_flags, check_order
 from hangdoctor.request import add_arguments as add_request_arguments
 from hangdoctor.request import from_namespace, to_argv
@@ -98,7 +98,7 @@ def _check(args: argparse.Namespace) -> list[str] | None:
         raise CommandError(f"--samples {args.samples} x --interval {args.interval:g} does not fit in --timeout "
                            f"{args.timeout:g}", hint="e.g. --samples 3 --interval 2 --timeout 90", exit_code=EXIT_USAGE)
     if args.iteration_regex:
-        from throughput.progress import compile_iteration_regex
+        from hangdoctor.throughput.progress import compile_iteration_regex
 
         try:
             compile_iteration_regex(args.iteration_regex)
@@ -181,7 +181,7 @@ def _local_target(args: argparse.Namespace):
 
 
 def _progress(args: argparse.Namespace, log: Path | None, running: bool) -> list:
-    from throughput.progress import HeartbeatProgress, LogProgress, compile_iteration_regex
+    from hangdoctor.throughput.progress import HeartbeatProgress, LogProgress, compile_iteration_regex
 
     sources = []
     if log is not None:
@@ -221,7 +221,7 @@ def _attach_args(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from hangdoctor.watch.loop import WatchPlan, watch
     from hangdoctor.watch.slowdown import SlowDetector
-    from throughput.stall import StallClock
+    from hangdoctor.throughput.stall import StallClock
 
     on_hang = _check(args)
     target, state, log, running = _slurm_target(args) if args.jobid else _local_target(args)

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clicore.argtypes import MAX_RANKS
+from hangdoctor.clicore.argtypes import MAX_RANKS
 from hangdoctor.collector.fr_summary import FORMAT as SUMMARY
 from hangdoctor.collector.fr_summary import (GAP, DecodeError, decode, op_of, rank_in_name, read_regular, shapes,
                                              summarize, times_of, what)

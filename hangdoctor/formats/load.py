@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from clicore.inputs import InputRefused, parse_json, read_bytes
+from hangdoctor.clicore.inputs import InputRefused, parse_json, read_bytes
 from hangdoctor.analysis.launchers import set_aside
 from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr, read_many
@@ -24,7 +24,7 @@ from hangdoctor.formats.watchdog_log import read_watchdog_status
 from hangdoctor.identity import (TopologyFlags, assign_missing_ranks, build_records, guess_topology, natural_key,
                                  split_cmdline)
 from hangdoctor.model import OK, Collection, NodeReport, Sample
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 
 MAX_INPUT_BYTES = 4 << 30  # one node's file or one paste; a FIFO or /dev/zero is refused before any of it
 

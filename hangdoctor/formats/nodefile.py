@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clicore.argtypes import MAX_RANKS
+from hangdoctor.clicore.argtypes import MAX_RANKS
 from hangdoctor.collector.document import FORMAT
 from hangdoctor.formats import frames as interned
 from hangdoctor.formats.profile import frames_of_profiles, read_profile

@@ -19,7 +19,7 @@ from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.identity import natural_key
 from hangdoctor.render.roles import ROLES, colour, first_role
 from hangdoctor.render.text import box_frames, frame_text, pinned_frames, run_lines, stack_lines
-from topology import describe_ranks, fold_ranks
+from hangdoctor.topology import describe_ranks, fold_ranks
 
 BOX_W, LINE_H, PAD, GAP_X, GAP_Y, CHARS = 430, 15, 6, 24, 42, 64
 SHARED = "#555555"  # a box whose frames continue in its children: no stack ends there

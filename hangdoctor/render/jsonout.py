@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from clicore.jsondoc import document
+from hangdoctor.clicore.jsondoc import document
 from hangdoctor.analysis.tree import TreeNode
 from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.analysis.waits import Wait
 from hangdoctor.model import Frame
 from hangdoctor.request import VERDICT_FORMAT
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 
 FORMAT = VERDICT_FORMAT
 

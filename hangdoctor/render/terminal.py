@@ -19,7 +19,7 @@ from hangdoctor.analysis.verdict import Verdict
 from hangdoctor.identity import natural_key
 from hangdoctor.render.roles import colour, first_role
 from hangdoctor.render.text import box_frames, pinned_frames, run_lines, stack_lines
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 
 
 def folded(ranks: list[int], limit: int = 60) -> str:

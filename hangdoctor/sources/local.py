@@ -10,7 +10,7 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
-from clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.collector import node, procs
 from hangdoctor.sources.pyspy import pyspy_version
 from hangdoctor.sources import CollectOptions, Gathered, Selection

@@ -19,9 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clicore import children
-from clicore.inputs import InputRefused, read_text
-from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.clicore import children
+from hangdoctor.clicore.inputs import InputRefused, read_text
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.remote import collector_argv

@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from clicore.errors import EXIT_ENVIRONMENT, CommandError
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, CommandError
 
 MISSING_HINT = ("install it with `pip install py-spy` in the environment hangdoctor runs from (it must also be on "
                 "the compute nodes, e.g. on a shared file system), or pass --py-spy PATH")

@@ -34,8 +34,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from clicore.extras import needs_error
-from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.clicore.extras import needs_error
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_USAGE, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered, Selection
 from hangdoctor.sources.pyspy import pyspy_version

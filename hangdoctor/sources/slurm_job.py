@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, CommandError
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, CommandError
 from hangdoctor.model import NodeReport
 from hangdoctor.sources import CollectOptions, Gathered
 from hangdoctor.sources.remote import collector_argv

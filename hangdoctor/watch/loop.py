@@ -18,7 +18,7 @@ from pathlib import Path
 
 from slurm.jobstate import DONE, ENDING, PENDING, JobState
 from hangdoctor.watch.slowdown import SlowDetector
-from throughput.stall import StallClock
+from hangdoctor.throughput.stall import StallClock
 from slurm.errors import SlurmCommandMissing
 from slurm.process import run_command
 

@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-import clicore
-from clicore.app import Tool, main
-from clicore.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError
+import hangdoctor.clicore as clicore
+from hangdoctor.clicore.app import Tool, main
+from hangdoctor.clicore.errors import EXIT_INTERRUPTED, EXIT_USAGE, CommandError
 from tests.support import PYTHON, child_env, run_bounded
 
 
@@ -61,7 +61,7 @@ def test_ctrl_c():
 
 def test_a_reader_that_goes_away_is_success_without_a_traceback():
     """`tracing last DIR | head -1`: the verb's prints hit a closed pipe; exit 0 and nothing on stderr."""
-    code = ("import sys, types\nfrom clicore.app import Tool, main\n"
+    code = ("import sys, types\nfrom hangdoctor.clicore.app import Tool, main\n"
             "m = types.ModuleType('v', 'Print.'); m.prepare_parser = lambda p: None\n"
             "m.run = lambda args: [print('line', i, flush=True) for i in range(10**6)] and 0\n"
             "sys.modules['v'] = m\n"

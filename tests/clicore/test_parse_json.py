@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from clicore import inputs
-from clicore.inputs import InputRefused, parse_json
+from hangdoctor.clicore import inputs
+from hangdoctor.clicore.inputs import InputRefused, parse_json
 
 DOCUMENTS = [
     '{"a": [1, 2.5, -0.0, true, null, "x"]}',

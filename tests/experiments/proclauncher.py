@@ -7,9 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from experiments.launch import LOG_NAME, Launched
+from hangdoctor.experiments.launch import LOG_NAME, Launched
 from slurm.jobstate import DONE, RUNNING, JobState
-from experiments.matrix import RunSpec
+from hangdoctor.experiments.matrix import RunSpec
 from tests.support import PYTHON, child_env, kill_tree
 
 FIXTURE = Path(__file__).parent / "fixtures" / "iterations.py"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.logs import megatron_arguments, result_from_log, shape_from_arguments
-from experiments.results import first_error, shape_from_trainer_config
+from hangdoctor.experiments.logs import megatron_arguments, result_from_log, shape_from_arguments
+from hangdoctor.experiments.results import first_error, shape_from_trainer_config
 
 DATA = Path(__file__).parent / "data"
 RUN = DATA / "pp2-sbatch"

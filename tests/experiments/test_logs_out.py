@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clicore.errors import EXIT_USAGE
+from hangdoctor.clicore.errors import EXIT_USAGE
 from hangdoctor.cli import main
 LOG = Path(__file__).parent / "data" / "pp2-sbatch" / "train.log"
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from experiments.matrix import build_matrix, load_spec, parse_toggle
-from topology import ParallelDims
+from hangdoctor.experiments.matrix import build_matrix, load_spec, parse_toggle
+from hangdoctor.topology import ParallelDims
 
 
 def test_configurations_toggles_and_repeats_make_every_run_in_repeat_major_order(tmp_path):

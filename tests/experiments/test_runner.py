@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from experiments.hang import summary_line
+from hangdoctor.experiments.hang import summary_line
 from hangdoctor.request import AttachRequest
-from experiments.matrix import build_matrix
-from experiments.outputs import load_results, write_outputs
-from experiments.runner import Events, RunnerOptions, run_matrix
-from experiments.watchdog import Limits
+from hangdoctor.experiments.matrix import build_matrix
+from hangdoctor.experiments.outputs import load_results, write_outputs
+from hangdoctor.experiments.runner import Events, RunnerOptions, run_matrix
+from hangdoctor.experiments.watchdog import Limits
 from tests.experiments.proclauncher import ProcessLauncher
 
 LIMITS = Limits(hang_timeout=2.0, startup_timeout=30, run_timeout=60, poll_interval=0.1)

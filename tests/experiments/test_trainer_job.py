@@ -2,9 +2,9 @@
 
 import pytest
 
-from experiments.trainer_job import trainer_batch_job, trainer_command
+from hangdoctor.experiments.trainer_job import trainer_batch_job, trainer_command
 from slurm.sbatch import render_sbatch
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 
 DIMS = ParallelDims(tp=2, pp=2, dp=2)
 

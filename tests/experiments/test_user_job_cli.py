@@ -5,12 +5,12 @@ import shlex
 
 import pytest
 
-from experiments.results import RunResult, fill_from_run_dir
-from experiments.tables import render_markdown
-from experiments.user_program import parse_program, torchrun_target
-from throughput.progress import compile_iteration_regex, iteration_of
+from hangdoctor.experiments.results import RunResult, fill_from_run_dir
+from hangdoctor.experiments.tables import render_markdown
+from hangdoctor.experiments.user_program import parse_program, torchrun_target
+from hangdoctor.throughput.progress import compile_iteration_regex, iteration_of
 from tests.experiments.test_experiment_cli import assert_one_error, cli
-from throughput.regex_log import check_timed, parse_lines, parse_regex_line
+from hangdoctor.throughput.regex_log import check_timed, parse_lines, parse_regex_line
 
 REGEX = r"step (?P<iteration>\d+)/(?P<total>\d+) \| loss (?P<loss>\S+) \| (?P<ms>[\d.]+) ms/step"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.matrix import build_matrix
-from experiments.watchdog import COMPLETED, FAILED, HUNG, TIMEOUT, Limits, watch
-from throughput.logtail import LogTail
+from hangdoctor.experiments.matrix import build_matrix
+from hangdoctor.experiments.watchdog import COMPLETED, FAILED, HUNG, TIMEOUT, Limits, watch
+from hangdoctor.throughput.logtail import LogTail
 from tests.experiments.proclauncher import ProcessLauncher
 from tests.hangdoctor.livejobs import wait_until
 

@@ -7,7 +7,7 @@ from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.formats.load import load_paths
 from hangdoctor.identity import TopologyFlags
 from hangdoctor.model import OK, STOPPED, Collection, Frame, RankIdentity, RankRecord, Sample, ThreadStack
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 
 DATA = Path(__file__).parent / "data"
 ENGINE = "deepspeed/runtime/pipe/engine.py"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.trainer_job import trainer_batch_job
+from hangdoctor.experiments.trainer_job import trainer_batch_job
 from slurm.daemons import read_daemons
 from slurm.process import run_command
 from slurm.sbatch import render_sbatch, submit, wait_for_state
@@ -25,7 +25,7 @@ from slurm.pids import list_pids
 from tests.hangdoctor.livejobs import FIXTURES, Stack, innermost, proc_state, wait_until, wait_until_stacks_hold
 from tests.support import PYTHON, REPO, child_env, run_bounded
 from tests.trainer_runs import MODEL
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 ENGINE = "deepspeed/runtime/pipe/engine.py"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_USAGE
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_USAGE
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.cli import main
 from hangdoctor.formats.load import load_paths
@@ -157,12 +157,12 @@ def test_attach_starts_without_importing_other_verbs_or_the_analysis():
     from tests.support import PYTHON, child_env, run_bounded
 
     code = ("import sys; from hangdoctor.cli import build_parser; build_parser('attach')\n"
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('hangdoctor', 'experiments', 'throughput', "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('hangdoctor', 'hangdoctor.experiments', 'hangdoctor.throughput', "
             "'slurm', 'rich.progress', 'rich.table', 'pandas')))))")
     loaded = run_bounded([PYTHON, "-c", code], timeout=60, env=child_env()).stdout.split()
     assert "hangdoctor.commands.attach" in loaded
-    early = [m for m in loaded if m.startswith(("hangdoctor.analysis", "hangdoctor.render", "experiments",
-                                                "throughput", "rich.progress", "rich.table", "pandas"))]
+    early = [m for m in loaded if m.startswith(("hangdoctor.analysis", "hangdoctor.render", "hangdoctor.experiments",
+                                                "hangdoctor.throughput", "rich.progress", "rich.table", "pandas"))]
     assert early == [], early
 
 

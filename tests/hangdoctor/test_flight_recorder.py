@@ -25,7 +25,7 @@ from hangdoctor.cli import main
 from hangdoctor.formats.flight_recorder import FrError, read_fr
 from hangdoctor.formats.load import load_paths
 from hangdoctor.identity import TopologyFlags
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 
 FR = Path(__file__).parent / "data" / "fr"
 

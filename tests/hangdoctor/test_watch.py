@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from throughput.logtail import LogTail
-from throughput.progress import LogProgress, compile_iteration_regex, iteration_of
-from throughput.stall import StallClock
+from hangdoctor.throughput.logtail import LogTail
+from hangdoctor.throughput.progress import LogProgress, compile_iteration_regex, iteration_of
+from hangdoctor.throughput.stall import StallClock
 from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 
 JOB = Path(__file__).parent / "fixtures" / "watch_job.py"

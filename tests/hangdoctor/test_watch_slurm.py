@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from experiments.trainer_job import trainer_batch_job
+from hangdoctor.experiments.trainer_job import trainer_batch_job
 from slurm.process import run_command
 from slurm.sbatch import BatchJob, render_sbatch, submit
 from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 from tests.trainer_runs import MODEL
-from throughput.megatron_log import parse_log
-from topology import ParallelDims
+from hangdoctor.throughput.megatron_log import parse_log
+from hangdoctor.topology import ParallelDims
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 JOB = Path(__file__).parent / "fixtures" / "watch_job.py"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from experiments.trainer_job import trainer_batch_job
+from hangdoctor.experiments.trainer_job import trainer_batch_job
 from slurm.daemons import free_ports, read_daemons
 from slurm.errors import JobNotFound, JobNotRunning, NotJobOwner, SlurmCommandMissing
 from slurm.jobs import hostnames, list_jobs, lookup_running_job, show_job
@@ -22,7 +22,7 @@ from slurm.sbatch import render_sbatch, submit, wait_for_state, wait_until_done
 from slurm.steps import run_step_on_each_node
 from slurm.testcluster import LocalCluster
 from tests.support import REPO
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 
 pytestmark = pytest.mark.slurm
 

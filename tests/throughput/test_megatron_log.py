@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-from throughput.logline import IterationStats, format_iteration_line
-from throughput.megatron_log import parse_iteration_line, parse_log
-from throughput.summary import summarize
+from hangdoctor.throughput.logline import IterationStats, format_iteration_line
+from hangdoctor.throughput.megatron_log import parse_iteration_line, parse_log
+from hangdoctor.throughput.summary import summarize
 
 # seeds/000: the Jean Zay parallelism search, one rank's line with torchrun's launcher prefix
 SEED_000 = ("[default7]: iteration 2/ 250000 | consumed samples: 384 | consumed tokens: 786432 | elapsed time per "

@@ -6,10 +6,10 @@ import json
 import pytest
 from rich.console import Console
 
-from throughput.model_size import ModelShape
-from throughput.planner import PlanRequest, plan_topologies
-from throughput.render import plan_to_dict, render_plan
-from throughput.validity import check_topology
+from hangdoctor.throughput.model_size import ModelShape
+from hangdoctor.throughput.planner import PlanRequest, plan_topologies
+from hangdoctor.throughput.render import plan_to_dict, render_plan
+from hangdoctor.throughput.validity import check_topology
 
 M181B = ModelShape(layers=72, hidden=14336, heads=64, vocab=250880, seq_length=2048)  # seeds/002 "48 node contenders"
 

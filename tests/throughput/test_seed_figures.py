@@ -2,9 +2,9 @@
 
 import pytest
 
-from throughput.flops import estimated_tflops, megatron_tflops, training_days, training_gpu_hours
-from throughput.memory import BytesPerParam, memory_per_gpu, stage_contents
-from throughput.model_size import ModelShape, block_params, embedding_params, format_params, padded_vocab_size
+from hangdoctor.throughput.flops import estimated_tflops, megatron_tflops, training_days, training_gpu_hours
+from hangdoctor.throughput.memory import BytesPerParam, memory_per_gpu, stage_contents
+from hangdoctor.throughput.model_size import ModelShape, block_params, embedding_params, format_params, padded_vocab_size
 
 VOCAB_50K, VOCAB_150K, VOCAB_250K = 50257, 150257, padded_vocab_size(250680, tp=4)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topology.launcher import LaunchedRank, launched_rank
+from hangdoctor.topology.launcher import LaunchedRank, launched_rank
 
 # Environments as each launcher leaves them in a rank (torchrun under srun keeps srun's SLURM_PROCID: the node).
 TORCHRUN_UNDER_SRUN = {"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "2", "SLURM_NTASKS": "4"}

@@ -4,7 +4,7 @@ process a launcher: never traced) all ask it."""
 
 import pytest
 
-from topology.launcher import PROCESS_STARTERS, launcher_in_command
+from hangdoctor.topology.launcher import PROCESS_STARTERS, launcher_in_command
 
 
 @pytest.mark.parametrize("argv,launcher", [

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from topology import ParallelDims, describe_ranks, fold_ranks, parse_ranks
+from hangdoctor.topology import ParallelDims, describe_ranks, fold_ranks, parse_ranks
 
 
 def test_default_order_is_megatron_tp_fastest_then_dp_then_pp():
@@ -88,7 +88,7 @@ def test_group_axes_and_strides_agree_with_coordinates_in_every_order():
     import itertools
     import random
 
-    from topology import group_axes
+    from hangdoctor.topology import group_axes
 
     dims = ParallelDims(tp=2, pp=3, dp=4)  # tp-dp-pp: tp stride 1, dp stride 2, pp stride 8
     assert (dims.stride("tp"), dims.stride("dp"), dims.stride("pp")) == (1, 2, 8)

@@ -121,7 +121,7 @@ def test_diverge_exits_0_when_the_ranks_made_the_same_calls(tmp_path, capsys):
 
 
 def test_version_is_the_distributions(capsys):
-    import clicore
+    import hangdoctor.clicore as clicore
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"tracing {clicore.__version__}\n"
 

@@ -4,7 +4,7 @@ import pytest
 from torch import nn
 
 from tests.support import PYTHON, child_env, run_bounded
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from trainer.config import TrainConfig
 from trainer.faults import FaultInjector, parse_fault
 from trainer.model import EmbeddingPipe, GPTShape, ParallelTransformerLayerPipe

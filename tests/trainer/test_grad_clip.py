@@ -5,7 +5,7 @@ import copy
 import torch
 from torch import nn
 
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from trainer.config import TrainConfig
 from trainer.engine import ds_config
 from trainer.grad_clip import GlobalGradClipper, counts_on_this_rank

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import weightdiff  # noqa: E402
 from tests.weightdiff.models import LayerNorm as AliasLayerNorm  # noqa: E402
-from topology import ParallelDims  # noqa: E402
+from hangdoctor.topology import ParallelDims  # noqa: E402
 
 VOCAB, HIDDEN, SEQ, MICRO, GAS = 32, 16, 8, 2, 2
 

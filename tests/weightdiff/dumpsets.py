@@ -15,7 +15,7 @@ from torch import nn
 
 import weightdiff
 from tests.weightdiff.models import LayerNorm, naive_groups
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 
 
 class RowParallelLinear(nn.Module):

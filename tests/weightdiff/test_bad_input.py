@@ -18,7 +18,7 @@ import torch
 
 from tests.support import child_env, run_bounded
 from tests.weightdiff.dumpsets import make_set
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from weightdiff.cli import main
 from weightdiff.safetensors_writer import write_safetensors
 

@@ -13,7 +13,7 @@ from torch import nn
 import weightdiff
 from tests.weightdiff.dumpsets import make_set
 from tests.weightdiff.models import TinyGPT, naive_groups
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from weightdiff.analysis.classify import no_decay_reason, norm_reason, tp_duplicate_reason
 from weightdiff.cli import main
 from weightdiff.read.sidecar import read_sidecar

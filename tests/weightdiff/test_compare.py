@@ -12,7 +12,7 @@ from torch import nn
 
 import weightdiff
 import weightdiff.read.values as values_module
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from weightdiff.analysis.compare import Tolerance, compare_tensor
 from weightdiff.cli import main
 

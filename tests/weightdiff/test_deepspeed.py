@@ -13,7 +13,7 @@ import torch
 from rich.console import Console
 from safetensors.torch import load_file
 
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from weightdiff.cli import main
 from weightdiff.read.checkpoint import OPAQUE_GLOBALS, safe_load
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from weightdiff.records import dims_from_json
 
 

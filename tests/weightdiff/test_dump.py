@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 import weightdiff
 from tests.weightdiff.models import MixedFusedLayerNorm, TinyGPT, naive_groups
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 from weightdiff.naming import parse_name
 from weightdiff.read.sidecar import read_sidecar
 

@@ -23,7 +23,7 @@ from torch import nn
 from tests.support import REPO, child_env, run_bounded
 from tests.weightdiff.dumpsets import make_set
 from tests.weightdiff.savers import run_saver
-from topology import ParallelDims
+from hangdoctor.topology import ParallelDims
 from weightdiff.cli import main
 
 

@@ -22,7 +22,7 @@ import torch
 import transformers
 from rich.console import Console
 
-from topology import RankCoords
+from hangdoctor.topology import RankCoords
 from weightdiff import dump
 from weightdiff.cli import main
 

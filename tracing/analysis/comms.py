@@ -28,8 +28,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from topology import fold_ranks
-from topology.comm_calls import COLLECTIVE_MODULES, COLLECTIVE_PHRASES, GENERIC_COLLECTIVES, P2P_WORDS
+from hangdoctor.topology import fold_ranks
+from hangdoctor.topology.comm_calls import COLLECTIVE_MODULES, COLLECTIVE_PHRASES, GENERIC_COLLECTIVES, P2P_WORDS
 from tracing.records import CALL, C_CALL, ENTERS, GAP, CodeLocation, Event, OpenFrame, ThreadTrace
 
 _PHRASES = re.compile(COLLECTIVE_PHRASES)  # the words of a communication call: topology/comm_calls.py

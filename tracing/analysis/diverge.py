@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 from tracing.analysis.comms import CommDivergence, comm_divergences, is_communication
 from tracing.analysis.sequence import ROLES, SeqDivergence, sequence_divergences
-from clicore.bulk import paused_gc
+from hangdoctor.clicore.bulk import paused_gc
 from tracing.records import CALL, C_CALL, RETURN, CodeLocation, Event, OpenFrame, RankTrace, ThreadTrace
 
 END = -1  # token of "no more events"

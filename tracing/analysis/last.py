@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 from tracing.records import EXECUTING, EXITED, RUNNING, STOPPED, Event, OpenFrame, RankTrace, ThreadTrace
 
 SUMMARY_FRAMES = 5  # frames named in a one-line summary before it elides the middle

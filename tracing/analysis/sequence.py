@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topology import fold_ranks
+from hangdoctor.topology import fold_ranks
 from tracing.analysis.comms import calls_with_callers, is_communication
 from tracing.records import CALL, C_CALL, GAP, CodeLocation, Event, OpenFrame, ThreadTrace
 

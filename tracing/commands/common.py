@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, CommandError
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, EXIT_NOT_FOUND, CommandError
 
 
 def traces_or_error(path: str, *, tail: int | None = None):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 
-from clicore.argtypes import non_negative_int
+from hangdoctor.clicore.argtypes import non_negative_int
 from tracing.analysis.diverge import diverge_report
 from tracing.commands.common import console, print_warnings, traces_or_error
 from tracing.render.jsonout import dumps

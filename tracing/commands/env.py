@@ -16,7 +16,7 @@ import argparse
 import os
 import shlex
 
-from clicore.errors import CommandError
+from hangdoctor.clicore.errors import CommandError
 from tracing.config import ENV_VAR, TraceConfig
 from tracing.options import add_trace_options, config_from_args
 from tracing.tracer import check_config

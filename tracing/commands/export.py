@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
-from clicore.outputs import refuse_overwrite
+from hangdoctor.clicore.errors import EXIT_NOT_FOUND, EXIT_USAGE, CommandError
+from hangdoctor.clicore.outputs import refuse_overwrite
 from tracing.chrome import write_chrome_trace
 from tracing.commands.common import print_warnings, traces_or_error
 
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = traces_or_error(args.path)
     traces = loaded.traces
     if args.ranks:
-        from topology import parse_ranks
+        from hangdoctor.topology import parse_ranks
         try:
             wanted = set(parse_ranks(args.ranks))
         except ValueError as e:

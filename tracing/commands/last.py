@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 
-from clicore.argtypes import non_negative_int
+from hangdoctor.clicore.argtypes import non_negative_int
 from tracing.analysis.last import last_report
 from tracing.commands.common import console, print_warnings, traces_or_error
 from tracing.liveness import process_status

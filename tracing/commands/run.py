@@ -20,7 +20,7 @@ import runpy
 import sys
 import traceback
 
-from clicore.errors import EXIT_ENVIRONMENT, CommandError
+from hangdoctor.clicore.errors import EXIT_ENVIRONMENT, CommandError
 from tracing.identity import current_identity
 from tracing.options import VALUE_FLAGS, add_trace_options, config_from_args
 from tracing.records import EXITED

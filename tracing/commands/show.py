@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from clicore.argtypes import non_negative_int
-from clicore.errors import EXIT_NOT_FOUND, CommandError
+from hangdoctor.clicore.argtypes import non_negative_int
+from hangdoctor.clicore.errors import EXIT_NOT_FOUND, CommandError
 from tracing.commands.common import print_warnings
 from tracing.render.text import clock, event_line
 from tracing.tracedir import TraceInputError, read_trace_file

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields, is_dataclass
 
-from clicore.jsondoc import document
+from hangdoctor.clicore.jsondoc import document
 from tracing.records import CodeLocation, Event, OpenFrame
 
 

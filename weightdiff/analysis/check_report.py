@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topology import ParallelDims, describe_ranks
+from hangdoctor.topology import ParallelDims, describe_ranks
 from weightdiff.analysis.classify import no_decay_reason, tp_duplicate_reason
 from weightdiff.analysis.compare import Tolerance, compare_tensor
 from weightdiff.analysis.findings import Finding, Unchecked

@@ -14,7 +14,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from topology import RankCoords
+from hangdoctor.topology import RankCoords
 from weightdiff.analysis.classify import norm_reason
 from weightdiff.analysis.compare import Tolerance, ValueDiff, compare_tensor
 from weightdiff.analysis.pairing import pair_keys, single_whole

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from topology import ParallelDims, describe_ranks
+from hangdoctor.topology import ParallelDims, describe_ranks
 from weightdiff.analysis.compare import Tolerance
 from weightdiff.analysis.diff import (DIFFERS, DTYPE, MISSING_A, MISSING_B, NOT_SAVED, SHAPE, UNREADABLE, PairResult,
                                       ParamDiff, compare_selections)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from topology import DEFAULT_ORDER, ParallelDims
+from hangdoctor.topology import DEFAULT_ORDER, ParallelDims
 from weightdiff.records import RankDump
 
 

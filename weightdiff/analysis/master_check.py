@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from topology import ParallelDims, describe_ranks
+from hangdoctor.topology import ParallelDims, describe_ranks
 from weightdiff.analysis.compare import Tolerance, compare_tensor, unravel
 from weightdiff.analysis.findings import Finding, Unchecked
 from weightdiff.errors import BadInput

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clicore.outputs import refuse_overwrite
+from hangdoctor.clicore.outputs import refuse_overwrite
 from weightdiff.analysis.compare import Tolerance
 from weightdiff.read.files import why
 

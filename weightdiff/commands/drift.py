@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clicore.errors import EXIT_USAGE, CommandError
+from hangdoctor.clicore.errors import EXIT_USAGE, CommandError
 from weightdiff.commands.common import (add_jobs, add_png, exit_code, refuse_png_over_inputs, report_problems,
                                         write_picture)
 from weightdiff.errors import BadInput

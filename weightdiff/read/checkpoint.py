@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
 from weightdiff.read.shared_tensors import storage_groups, with_ties

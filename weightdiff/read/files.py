@@ -14,8 +14,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from clicore.inputs import NotRegular
-from clicore.inputs import open_regular as open_regular_fd
+from hangdoctor.clicore.inputs import NotRegular
+from hangdoctor.clicore.inputs import open_regular as open_regular_fd
 from weightdiff.errors import BadInput
 
 KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),

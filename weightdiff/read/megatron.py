@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.files import read_bounded
 from weightdiff.read.torch_load import safe_load

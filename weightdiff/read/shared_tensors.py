@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from clicore.inputs import InputRefused, load_json
+from hangdoctor.clicore.inputs import InputRefused, load_json
 from weightdiff.records import Tie, TensorMeta
 
 

@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from topology import RankCoords
+from hangdoctor.topology import RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.files import one_line, read_bounded
 from weightdiff.records import FORMAT, RankDump, dims_from_json, meta_from_json

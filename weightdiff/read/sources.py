@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from clicore.bulk import paused_gc
+from hangdoctor.clicore.bulk import paused_gc
 from weightdiff.errors import BadInput
 from weightdiff.naming import DumpName, parse_name
 from weightdiff.read.checkpoint import latest_tag_folder, read_checkpoint, tag_folders
@@ -185,6 +185,6 @@ def _select_checkpoint(path: Path, iteration: int | None) -> Selection:
 
 
 def _span(values: list[int]) -> str:
-    from topology import fold_ranks
+    from hangdoctor.topology import fold_ranks
 
     return fold_ranks(values)

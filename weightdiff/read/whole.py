@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topology import RankCoords
+from hangdoctor.topology import RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.checkpoint import BUFFER_LEAVES
 from weightdiff.read.shared_tensors import config_ties, storage_groups, with_ties

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topology import ParallelDims, RankCoords
+from hangdoctor.topology import ParallelDims, RankCoords
 from weightdiff.errors import BadInput
 from weightdiff.read.torch_load import is_tensor, safe_load, walk
 from weightdiff.records import RankDump, TensorMeta

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from clicore.jsondoc import document
+from hangdoctor.clicore.jsondoc import document
 
 
 def plain(value: Any) -> Any:
