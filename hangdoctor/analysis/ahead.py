@@ -64,6 +64,8 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | No
         return Order(later, fa, (la, lb), False, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
     loops_a, loops_b = set(map(tuple, known_a.get("loops", []))), set(map(tuple, known_b.get("loops", [])))
     only_a, only_b = loops_a - loops_b, loops_b - loops_a
+    if _in_a_branch(only_a, known_a, lb) or _in_a_branch(only_b, known_b, la):
+        only_a = only_b = set()  # a loop in a branch the other line is not in: the other rank may never have run it
     if only_a and not only_b and all(lb > last for _, last in only_a):
         return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in", True)
     if only_b and not only_a and all(la > last for _, last in only_b):
@@ -113,3 +115,12 @@ def _by_counter(fa: Frame, fb: Frame, known_a: dict | None, known_b: dict | None
 def _whole(value) -> int | None:
     text = str(value).strip() if value is not None else ""
     return int(text) if text.lstrip("-").isdigit() else None
+
+
+def _in_a_branch(loops: set, known: dict, other_line: int) -> bool:
+    """Some loop of `loops` sits inside a branch of an `if` (`if rank == 0: for ...: recv()`) that does not hold the
+    other line: the other rank may have taken the other branch and never been in that loop, so being past it says
+    nothing."""
+    branches = [tuple(c) for c in known.get("conditions", [])]
+    return any(first <= loop[0] and loop[1] <= last and not first <= other_line <= last
+               for loop in loops for first, last in branches)
