@@ -14,6 +14,7 @@ the lines' order. Without the source the answer is less sure, and says so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from hangdoctor.model import Frame, Stack
@@ -58,7 +59,7 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | No
     known_b = blocks.get((fb.file, lb)) if blocks else None
     later = 0 if la > lb else 1
     counted = _by_counter(fa, fb, known_a, known_b, _locals_of(a, fa, locals_a), _locals_of(b, fb, locals_b))
-    if counted is not None:
+    if counted is not None and not _rank_branch(known_a, lb) and not _rank_branch(known_b, la):
         return counted
     if known_a is None or known_b is None:
         return Order(later, fa, (la, lb), False, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
@@ -124,3 +125,25 @@ def _in_a_branch(loops: set, known: dict, other_line: int) -> bool:
     branches = [tuple(c) for c in known.get("conditions", [])]
     return any(first <= loop[0] and loop[1] <= last and not first <= other_line <= last
                for loop in loops for first, last in branches)
+
+
+# an `if` whose test names the rank: a branch only some ranks take by design (`if rank == 0: save()`)
+_RANK_WORDS = re.compile(r"\b(?:rank|local_rank|global_rank|node_rank|get_rank|rank_zero|is_rank_zero|is_main|is_master|"
+                         r"is_main_process|is_local_main_process|is_world_process_zero|is_global_zero|is_local_zero|"
+                         r"process_index|local_process_index|is_first_stage|is_last_stage|master_process|main_process)\b")
+
+
+def _rank_branch(known: dict | None, other_line: int) -> bool:
+    """The line sits in a branch the other line is not in, and the branch's test names the rank, or its test is
+    not known (a collector that did not read them): a loop's counter then says nothing of who is off the path,
+    since the ranks outside the branch went on by design."""
+    if not known:
+        return False
+    tests = {(t[0], t[1]): t[2] for t in known.get("tests", [])}
+    for first, last in map(tuple, known.get("conditions", [])):
+        if first <= other_line <= last:
+            continue
+        test = tests.get((first, last))
+        if test is None or _RANK_WORDS.search(test):
+            return True
+    return False

@@ -79,13 +79,16 @@ def frame_blocks(infos: list) -> dict:
                        for kind in ("loops", "conditions", "withs")}
         blocks[key]["loop_vars"] = sorted([first, last, list(names)] for k, first, last, *rest in ranges
                                           if k == "loop_vars" and first <= line <= last for names in rest)
+        blocks[key]["tests"] = sorted([first, last, text] for k, first, last, *rest in ranges
+                                      if k == "tests" and first <= line <= last for text in rest)
     return blocks
 
 
 def _ranges(path: str, ast) -> list | None:
     """Every loop's lines, every branch of every if statement and every `with` statement (from its own line: a
     rank waiting to enter it is at that line) in a file, as (kind, first, last); each for-loop also as
-    ("loop_vars", first, last, its target names)."""
+    ("loop_vars", first, last, its target names), each branch as ("tests", first, last, its `if`'s test as
+    written, "not ..." for an else)."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
@@ -101,9 +104,12 @@ def _ranges(path: str, ast) -> list | None:
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             found.append(("withs", node.lineno, node.end_lineno or node.lineno))
         elif isinstance(node, ast.If):
-            for branch in (node.body, node.orelse):
+            test = ast.unparse(node.test) if hasattr(ast, "unparse") else ""  # 3.9+; else unknown: taken as rank-wise
+            for index, branch in enumerate((node.body, node.orelse)):
                 if branch:
-                    found.append(("conditions", branch[0].lineno, branch[-1].end_lineno or branch[-1].lineno))
+                    last = branch[-1].end_lineno or branch[-1].lineno
+                    found.append(("conditions", branch[0].lineno, last))
+                    found.append(("tests", branch[0].lineno, last, ("not " if index else "") + test[:200]))
     return found
 
 

@@ -384,6 +384,8 @@ def source_blocks_of(docs: list[dict]) -> dict:
                 entry["loop_vars"] = [r for r in value.get("loop_vars") or [] if isinstance(r, list) and len(r) == 3
                                       and all(isinstance(x, int) for x in r[:2]) and isinstance(r[2], list)
                                       and all(isinstance(x, str) for x in r[2])]
+                entry["tests"] = [r for r in value.get("tests") or [] if isinstance(r, list) and len(r) == 3
+                                  and all(isinstance(x, int) for x in r[:2]) and isinstance(r[2], str)]
                 blocks[(file, int(line))] = entry
     return blocks
 

@@ -46,10 +46,11 @@ def blocks_of(tmp_path):
 
 def test_the_collector_reads_loops_and_branches_around_each_line(tmp_path):
     blocks, lines = blocks_of(tmp_path)
-    assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": [], "withs": [], "loop_vars": [[2, 6, ["step"]]]}
+    assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": [], "withs": [], "loop_vars": [[2, 6, ["step"]]],
+                                       "tests": []}
     assert blocks[("train.py", 5)] == {"loops": [[2, 6]], "conditions": [[5, 5]], "withs": [],
-                                       "loop_vars": [[2, 6, ["step"]]]}
-    assert blocks[("train.py", 7)] == {"loops": [], "conditions": [], "withs": [], "loop_vars": []}
+                                       "loop_vars": [[2, 6, ["step"]]], "tests": [[5, 5, "rank == 3"]]}
+    assert blocks[("train.py", 7)] == {"loops": [], "conditions": [], "withs": [], "loop_vars": [], "tests": []}
     assert lines["train.py:5"] == "evaluate()" and lines["train.py:7"] == "barrier()"
 
 
@@ -69,10 +70,20 @@ def test_the_loop_counter_in_the_locals_says_which_rank_is_a_pass_further(tmp_pa
     """A rank that skipped a call went on into the next step: its counter is higher, whatever the lines' order
     (here line 5 comes after line 3, yet the rank at line 3 is in step 4 and the one at line 5 in step 3)."""
     blocks, _ = blocks_of(tmp_path)
-    order = compare(stack(3), stack(5), blocks, ({}, {"step": "4"}), ({}, {"step": "3"}))
+    by_step = {key: dict(value, tests=[[5, 5, "step % 2 == 0"]]) if key == ("train.py", 5) else value
+               for key, value in blocks.items()}  # as if line 5 were under `if step % 2 == 0:`, a branch all take
+    order = compare(stack(3), stack(5), by_step, ({}, {"step": "4"}), ({}, {"step": "3"}))
     assert order.ahead == 0 and order.sure and order.left_loop and "`step` is 4 where the others' is 3" in order.why
-    same = compare(stack(6), stack(5), blocks, ({}, {"step": "3"}), ({}, {"step": "3"}))
+    same = compare(stack(6), stack(5), by_step, ({}, {"step": "3"}), ({}, {"step": "3"}))
     assert "branch" in same.why  # the same pass: the counter says nothing, the structure decides
+
+
+def test_a_branch_that_names_the_rank_wins_over_the_counter(tmp_path):
+    """`if rank == 3: evaluate()`: the others skip it by design and go on into the next step; the rank in the
+    branch is the one off the path, whatever the counters (the most reported shape: save or log on rank 0 only)."""
+    blocks, _ = blocks_of(tmp_path)
+    order = compare(stack(3), stack(5), blocks, ({}, {"step": "4"}), ({}, {"step": "3"}))
+    assert order.ahead == 1 and "branch" in order.why and not order.by_counter
 
 
 def test_an_unreadable_or_broken_file_gives_no_blocks(tmp_path):
