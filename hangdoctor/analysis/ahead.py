@@ -59,7 +59,8 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | No
     known_b = blocks.get((fb.file, lb)) if blocks else None
     later = 0 if la > lb else 1
     counted = _by_counter(fa, fb, known_a, known_b, _locals_of(a, fa, locals_a), _locals_of(b, fb, locals_b))
-    if counted is not None and not _rank_branch(known_a, lb) and not _rank_branch(known_b, la):
+    if counted is not None and not _rank_branch(known_a, lb) and not _rank_branch(known_b, la) \
+            and not _rank_path(a, fa, blocks) and not _rank_path(b, fb, blocks):
         return counted
     if known_a is None or known_b is None:
         return Order(later, fa, (la, lb), False, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
@@ -145,5 +146,19 @@ def _rank_branch(known: dict | None, other_line: int) -> bool:
             continue
         test = tests.get((first, last))
         if test is None or _RANK_WORDS.search(test):
+            return True
+    return False
+
+
+def _rank_path(stack: Stack, frame: Frame, blocks: dict | None) -> bool:
+    """Some frame called from the divergence point down to the wait sits in a branch whose test names the rank
+    (`def save(): if rank == 0: consolidate()`): that side is on a path only some ranks take by design."""
+    if not blocks:
+        return False
+    for inner in stack:
+        if inner is frame:
+            return False
+        known = blocks.get((inner.file, inner.line)) if not inner.native else None
+        if known and any(_RANK_WORDS.search(t[2]) for t in known.get("tests", [])):
             return True
     return False

@@ -253,7 +253,7 @@ def _went_on(graph: WaitGraph, sink: Node) -> Cause | None:
     """A rank that waits for the sink and whose loop counter says it is a pass further through the loop both are in
     (ahead.py): it skipped the sink's call in that pass and went on, and the sink waits for it there (an edge the
     graph may hold only as assumed). Then it is the cause, not the sink."""
-    if sink.place is None:
+    if sink.place is None or sink.state != COMMUNICATING:  # a rank held up in its own wait is the cause itself
         return None
     for edge in graph.into.get(sink.id, []):
         waiter = graph.nodes[edge.waiter]
