@@ -199,6 +199,8 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         wrong, detail = misnamed
         return [_cause(graph, wrong, "medium", "wrong-peer", f"named the wrong peer: {detail}")]
     ahead = _ahead_of_all(nodes, graph.blocks) if all(n.place is not None for n in nodes) else None
+    if ahead is not None and ahead[1].by_counter and not _fewer(ahead[0], nodes):
+        ahead = None  # most ranks a pass further went on by design; the few behind took a branch they did not
     if ahead is not None and ahead[1].left_loop:  # the source says it left the loop the others are still in
         node, order = ahead
         others = [n for n in nodes if n is not node]
@@ -261,11 +263,18 @@ def _went_on(graph: WaitGraph, sink: Node) -> Cause | None:
             continue
         mine, theirs = waiter.place.views[0], sink.place.views[0]
         order = compare(mine.stack, theirs.stack, graph.blocks, mine.frame_locals, theirs.frame_locals)
-        if order is not None and order.by_counter and order.ahead == 0:
+        if order is not None and order.by_counter and order.ahead == 0 and len(waiter.ranks) < len(sink.ranks):
             reason = (f"went on past {_calls([sink])}, where {_who([sink])} {_verb([sink], 'waits', 'wait')} ("
                       f"{order.why}), and {_verb([waiter], 'waits', 'wait')} in {_calls([waiter])} of the next pass")
             return _cause(graph, [waiter], "medium", "program-order", reason)
     return None
+
+
+def _fewer(node: Node, nodes: list[Node]) -> bool:
+    """The node holds fewer ranks than all the others together: a loop's counter names it as the one that went on
+    only then (the ranks a pass further are the few that skipped a call, not the many that skip a branch by
+    design: `if bar.n % 100 == 0: evaluate()` where only rank 0's bar counts)."""
+    return len(node.ranks) < sum(len(n.ranks) for n in nodes if n is not node)
 
 
 def _ahead_of_all(nodes: list[Node], blocks: dict | None):
