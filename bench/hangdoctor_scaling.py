@@ -1,7 +1,9 @@
 """The scaling guard for hangdoctor: every stage at N and 4N ranks in one run, and the ratios.
 
 Stages: load (parse every node file), verdict (diagnose), the terminal report, the JSON report, the HTML report
-(its SVG included), and `hangdoctor analyze --json` end to end as a process. The dump sets are bench/
+(its SVG included), `hangdoctor analyze --json` end to end as a process, and load + verdict of the same node
+files with torch's Flight Recorder dump of every rank beside them (one pickle per rank, as `analyze DIR` of a
+dump folder reads them). The dump sets are bench/
 hangdoctor_analysis.py's (real recorded dumps, ranks substituted; node-merged node files, TP=8 x PP=16), so N
 must be a multiple of 128. A stage whose time grows more than LIMIT (6) times for 4x the ranks fails the guard
 (exit 1): CI runs it at 1,024 and 4,096 ranks (.ci/run). Ratios only, measured side by side in one run; no
@@ -23,11 +25,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
-from hangdoctor_analysis import make_dump_set  # noqa: E402
+from hangdoctor_analysis import make_dump_set, make_fr_set  # noqa: E402
 from scaling import Ratio, ratio, table, verdict_line  # noqa: E402
 
 
-def stages(folder: Path) -> dict:
+def stages(folder: Path, with_fr: Path) -> dict:
     """Each stage as a function of nothing, on the dump set in `folder`; the later stages' inputs prepared once."""
     from rich.console import Console
 
@@ -60,7 +62,17 @@ def stages(folder: Path) -> dict:
         "JSON report": lambda: json.dumps(verdict_to_dict(verdict)),
         "HTML report (with its SVG)": lambda: render_html(verdict),
         "analyze, a process": analyze,
+        "load + verdict with FR pickles": lambda: _load_and_diagnose(with_fr, flags),
     }
+
+
+def _load_and_diagnose(folder: Path, flags) -> None:
+    from hangdoctor.analysis.verdict import diagnose
+    from hangdoctor.clicore.bulk import paused_gc
+    from hangdoctor.formats.load import load_paths
+
+    with paused_gc():
+        diagnose(load_paths([folder], flags))
 
 
 def main() -> int:
@@ -71,13 +83,17 @@ def main() -> int:
     if args.ranks % 128:
         parser.error("--ranks must be a multiple of 128 (TP=8 x PP=16)")
     with tempfile.TemporaryDirectory(prefix="hd-scaling-") as tmp:
-        small, large = Path(tmp) / "small", Path(tmp) / "large"
-        make_dump_set(args.ranks, small)
-        make_dump_set(4 * args.ranks, large)
-        at_small, at_large = stages(small), stages(large)
+        sets = {}
+        for name, world in (("small", args.ranks), ("large", 4 * args.ranks)):
+            plain, with_fr = Path(tmp) / name, Path(tmp) / f"{name}-fr"
+            make_dump_set(world, plain)
+            make_dump_set(world, with_fr)
+            make_fr_set(world, with_fr, where="files")
+            sets[name] = stages(plain, with_fr)
+        at_small, at_large = sets["small"], sets["large"]
         ratios: list[Ratio] = []
         for name in at_small:
-            slow = name == "analyze, a process"
+            slow = name in ("analyze, a process", "load + verdict with FR pickles")
             ratios.append(ratio(name, at_small[name], at_large[name], repeats=3 if slow else args.repeats))
     print(table(f"hangdoctor, {args.ranks:,} and {4 * args.ranks:,} ranks", (f"{args.ranks:,}", f"{4 * args.ranks:,}"),
                 ratios))

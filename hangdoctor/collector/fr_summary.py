@@ -81,21 +81,56 @@ def decode(data: bytes) -> object:
 
 def _check_expanded_size(obj: object, *, budget: int) -> None:
     """A pickle may refer to one object many times (and to itself): a few hundred bytes can stand for a tree of
-    2**60 nodes, which every later walk (str, json, the summary) would expand. Count the tree as it will be
-    walked, shared references included, and refuse it past `budget` nodes (a real dump is a tree, a few nodes
-    per byte at most)."""
-    stack, seen = [obj], 0
+    2**60 nodes, which every later walk (str, json, the summary) would expand. Refuse it past `budget` nodes as it
+    will be walked (a real dump is a tree, a few nodes per byte at most), or when it contains itself.
+
+    torch's own dumps share objects too (one frame dict in many entries' stacks), so the expanded size is
+    computed over the graph: each container's size once (memoised by identity), in time linear in the distinct
+    containers and their references."""
+    sizes: dict[int, int] = {}  # id -> expanded size, of containers finished
+    started: set[int] = set()
+    stack: list[tuple[object, bool]] = [(obj, False)] if isinstance(obj, _CONTAINERS) else []
     while stack:
-        item = stack.pop()
-        seen += 1
-        if seen > budget:
-            raise DecodeError("its objects refer to each other over and over (shared or circular references): "
-                              "not a Flight Recorder dump")
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
+        item, finish = stack.pop()
+        key = id(item)
+        if finish:
+            total = 1
+            for part in _parts(item):
+                if _leaves_only(part):
+                    total += len(part)
+                else:
+                    for child in part:
+                        total += sizes[id(child)] if isinstance(child, _CONTAINERS) else 1
+            if total > budget:
+                _refuse()
+            sizes[key] = total
+        elif key not in sizes:
+            if key in started:  # met again below itself: it contains itself
+                _refuse()
+            started.add(key)
+            stack.append((item, True))
+            for part in _parts(item):
+                if not _leaves_only(part):
+                    stack.extend([(child, False) for child in part
+                                  if isinstance(child, _CONTAINERS) and id(child) not in sizes])
+
+
+_CONTAINERS = (dict, list, tuple)
+_CONTAINER_TYPES = frozenset(_CONTAINERS)  # the unpickler makes no subclasses (it refuses every class)
+
+
+def _parts(item) -> tuple:
+    return (item.keys(), item.values()) if isinstance(item, dict) else (item,)
+
+
+def _leaves_only(values) -> bool:
+    """No container among them: most of a dump (a frame's fields, a list of sizes), decided at C speed."""
+    return _CONTAINER_TYPES.isdisjoint(map(type, values))
+
+
+def _refuse() -> None:
+    raise DecodeError("its objects refer to each other over and over (shared or circular references): "
+                      "not a Flight Recorder dump")
 
 
 def read_regular(path: str) -> bytes:

@@ -327,7 +327,9 @@ def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None 
             extras.fr_unread.append(rank_of(path))
         else:
             extras.flight_recorder.append(result)
-    files = [p for p in files if p not in set(named)] if named else files
+    if named:
+        pickled = set(named)
+        files = [p for p in files if p not in pickled]
     for path in files:
         try:
             file_reports, file_found = read_file(path, extras)

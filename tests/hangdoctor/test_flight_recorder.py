@@ -141,6 +141,26 @@ def _shared_references() -> bytes:
     return pickle.dumps({"version": "2.10", "entries": [{"input_sizes": nested}], "pg_status": {}})
 
 
+def _circular() -> bytes:
+    """An entry whose frames list contains itself: any walk that expands it never ends."""
+    frames: list = [{"name": "f", "filename": "x.py", "line": 1}]
+    frames.append(frames)
+    return pickle.dumps({"version": "2.10", "entries": [{"frames": frames}], "pg_status": {}})
+
+
+def test_the_expanded_size_is_counted_exactly_over_shared_objects():
+    """torch's dumps share a frame dict among entries; the size is the tree as walked, each reference expanded,
+    counted once per distinct object: the budget decides at exactly that count."""
+    from hangdoctor.collector.fr_summary import DecodeError, _check_expanded_size
+
+    frame = {"name": "f", "filename": "x.py", "line": 1}  # 7 nodes: the dict, 3 keys, 3 values
+    entry = {"frames": [frame, frame, frame], "input_sizes": [[2, 3]]}  # 1 + 2 keys + (1 + 3 * 7) + (1 + 1 + 2)
+    dump = {"entries": [entry, entry]}  # 1 + 1 key + (1 + 2 * 29) = 61
+    _check_expanded_size(dump, budget=61)
+    with pytest.raises(DecodeError):
+        _check_expanded_size(dump, budget=60)
+
+
 def _seq_span(good: bytes) -> bytes:
     """One entry's collective_seq_id set to 10**15: one code per id would be a string of 10**15 characters."""
     dump = pickle.loads(good)  # our own fixture file
@@ -149,14 +169,15 @@ def _seq_span(good: bytes) -> bytes:
 
 
 @pytest.mark.timeout(60)  # each damage is refused at once: none may take minutes
-@pytest.mark.parametrize("damage", ["truncated", "foreign", "json-shape", "shared-references", "binbytes8",
-                                    "seq-span"])
+@pytest.mark.parametrize("damage", ["truncated", "foreign", "json-shape", "shared-references", "circular",
+                                    "binbytes8", "seq-span"])
 def test_damaged_and_foreign_files_are_one_error_line_and_the_rest_is_analysed(tmp_path, capsys, damage):
     folder = tmp_path / "fr"
     shutil.copytree(FR / "skip_allreduce", folder)
     good = (folder / "fr_rank_3").read_bytes()
     bad = {"truncated": lambda: good[: len(good) // 2], "foreign": lambda: b"\x89PNG\r\n\x1a\n" + os.urandom(64),
            "json-shape": lambda: b'{"entries": 5, "pg_status": {}}', "shared-references": _shared_references,
+           "circular": _circular,
            "binbytes8": lambda: b"\x80\x04\x8e" + (2**64 - 1).to_bytes(8, "little") + b"x.",  # sweep round 2
            "seq-span": lambda: _seq_span(good)}[damage]()
     (folder / "fr_rank_3").write_bytes(bad)
