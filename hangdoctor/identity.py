@@ -150,7 +150,9 @@ def assign_missing_ranks(found: list[Found], named: tuple[int, ...] = ()) -> lis
         for f in by_host[host]:
             f.rank, f.rank_source = next_rank, "order"
             next_rank += 1
-    return said + [f"{len(unknown)} processes carry no rank: numbered in reading order (node, then order in its file)"]
+    one = len(unknown) == 1
+    return said + [f"{len(unknown)} process{'' if one else 'es'} carr{'ies' if one else 'y'} no rank: numbered in "
+                   "reading order (node, then order in its file)"]
 
 
 def _ranks_from_locals(unknown: list[Found]) -> list[str]:

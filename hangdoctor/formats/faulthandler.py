@@ -81,5 +81,23 @@ def parse(text: str, pid: int, *, server: bool = True) -> tuple[ThreadStack, ...
                              frames=interned.stack(frames)) for i, (tid, frames) in enumerate(kept))
 
 
+_TIMEOUT = re.compile(r"^Timeout \((\d+):(\d\d):(\d\d)\)!", re.M)
+
+
+def round_key(block: str) -> tuple[frozenset, float] | None:
+    """What makes a block one round of a dump that repeats (faulthandler.dump_traceback_later(repeat=True) writes the
+    same threads every interval): its thread ids, and the interval its "Timeout (0:00:05)!" line states (else 0).
+    None where the ids could be another process's too: one thread and no Timeout line (a forked child keeps its
+    parent's thread id), or an id elided."""
+    ids = [m.group(2).lower() for line in block.splitlines() if (m := _THREAD.match(line))]
+    if not ids or any(_elided(tid) for tid in ids):
+        return None
+    timeout = _TIMEOUT.search(block)
+    if len(set(ids)) < 2 and not timeout:
+        return None
+    seconds = int(timeout[1]) * 3600 + int(timeout[2]) * 60 + int(timeout[3]) if timeout else 0
+    return frozenset(ids), float(seconds)
+
+
 def _elided(tid: str) -> bool:
     return tid.endswith(("…", "..."))

@@ -145,6 +145,7 @@ def _text_dumps(path: Path, text: str, extras: Extras, not_json: str = "") -> tu
     never refused while it holds a frame; what was undone to read it is said in one note."""
     processes, undone = read_text(text)
     file_host = node_from_filename(path)
+    when = path.stat().st_mtime
     found: list[Found] = []
     for proc in processes:
         if proc.status == "fragment":
@@ -156,8 +157,10 @@ def _text_dumps(path: Path, text: str, extras: Extras, not_json: str = "") -> tu
         found.append(Found(
             host=proc.host or file_host, pid=proc.pid, rank=proc.rank,
             rank_source="prefix" if proc.rank is not None else "order", cmdline=split_cmdline(proc.cmdline),
-            samples=[Sample(index=0, time=path.stat().st_mtime, status=proc.status, threads=tuple(proc.threads),
-                            error=proc.error, source=str(path))],
+            samples=[Sample(index=0, time=when, status=proc.status, threads=tuple(proc.threads), error=proc.error,
+                            source=str(path)),
+                     *(Sample(index=i, time=when + after, status=OK, threads=tuple(threads), source=str(path))
+                       for i, (after, threads) in enumerate(proc.later, start=1))],
         ))
     statuses = read_watchdog_status(text, str(path))
     if statuses:  # the NCCL watchdog's last collective per rank: read like Flight Recorder sequences

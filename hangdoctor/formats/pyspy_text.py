@@ -55,6 +55,8 @@ class TextProcess:
     rank: int | None = None  # from a `[rank3]:` or srun `3:` prefix
     host: str | None = None  # from a pdsh `node1:` prefix
     truncated: bool = False  # the dump was cut off inside this process
+    later: list[tuple[float, list[ThreadStack]]] = field(default_factory=list)  # later rounds of the same dump
+    # (seconds after the first, threads): a dump that repeats is samples of one process (formats/text.py)
 
 
 @dataclass

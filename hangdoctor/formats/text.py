@@ -37,11 +37,13 @@ def _read_source(source: Source) -> tuple[list[TextProcess], str]:
     shape = _shape(source.lines)
     if shape == "faulthandler":
         text = "\n".join(source.lines)
-        dumps = [threads for block in faulthandler.split_processes(text)
+        dumps = [(threads, faulthandler.round_key(block)) for block in faulthandler.split_processes(text)
                  if (threads := faulthandler.parse(block, 0, server=False))]
         if not dumps:  # frames without faulthandler's thread header: one thread of one process
-            dumps = [faulthandler.parse("Thread 0x0 (most recent call first):\n" + text, 0, server=False)]
-        found = [TextProcess(pid=0, threads=list(threads)) for threads in dumps if threads]
+            dumps = [(faulthandler.parse("Thread 0x0 (most recent call first):\n" + text, 0, server=False), None)]
+        found = fold_rounds([TextProcess(pid=0, threads=list(threads)) for threads, _ in dumps],
+                            [key for _, key in dumps], stated_interval=True)
+        found = [proc for proc in found if proc.threads]
         if len(found) > 1:
             shape = (f"{len(found)} processes' Python dumps in one file, read as {len(found)} ranks in the order "
                      "they appear (faulthandler names no pid nor rank)")
@@ -49,11 +51,33 @@ def _read_source(source: Source) -> tuple[list[TextProcess], str]:
     if shape == "none":
         return [], shape
     if shape == "traceback":
-        return [TextProcess(pid=pid, threads=threads, rank=rank, cmdline=name,
-                            **({} if threads else {"status": ERROR, "error": "its traceback is not in the text"}))
-                for threads, rank, pid, name in tracebacks.parse(source.lines)], \
-            shape
+        parsed = tracebacks.parse(source.lines)
+        found = [TextProcess(pid=pid, threads=threads, rank=rank, cmdline=name,
+                             **({} if threads else {"status": ERROR, "error": "its traceback is not in the text"}))
+                 for threads, rank, pid, name, _ in parsed]
+        return fold_rounds(found, [key for *_, key in parsed], stated_interval=False), shape
     return parse_source(source), shape
+
+
+def fold_rounds(found: list[TextProcess], keys: list, *, stated_interval: bool) -> list[TextProcess]:
+    """A dump that repeats (faulthandler's dump_traceback_later(repeat=True), a periodic thread dump) shows one
+    process several times: a block whose key (its thread ids, or its thread headers without their times) an
+    earlier block of no other rank or pid had is that process again, a later sample of it. keys[i] is
+    (identity, seconds): with `stated_interval` the seconds are the interval each round states, else the round's
+    own clock time. A block without a key is a process of its own."""
+    first: dict = {}  # identity -> (process, seconds of its first round)
+    out = []
+    for proc, key in zip(found, keys):
+        earlier = first.get(key[0]) if key is not None and not proc.pid and proc.rank is None else None
+        if earlier is None:
+            out.append(proc)
+            if key is not None:
+                first.setdefault(key[0], (proc, key[1]))
+            continue
+        origin, seconds = earlier
+        after = seconds * (len(origin.later) + 1) if stated_interval else max(0.0, key[1] - seconds)
+        origin.later.append((after, proc.threads))
+    return out
 
 
 def read_text(text: str) -> tuple[list[TextProcess], list[str]]:
@@ -68,4 +92,9 @@ def read_text(text: str) -> tuple[list[TextProcess], list[str]]:
                 notes.append(note)
         if shape not in ("py-spy", "none") and f"{shape} stacks" not in notes:
             notes.append(shape if " " in shape else f"{shape} stacks")
+        repeated = [proc for proc in found if proc.later]
+        if repeated:
+            rounds = sum(len(proc.later) + 1 for proc in repeated)
+            notes.append(f"a dump that repeats: {rounds} rounds read as samples of {len(repeated)} "
+                         f"process{'es' if len(repeated) > 1 else ''}")
     return processes, notes

@@ -89,11 +89,26 @@ def _frame(match: re.Match) -> Frame:
     return interned.frame(match["name"], file, int(line) if line.isdigit() else 0, native)
 
 
-def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, str]]:
+_CLOCK = re.compile(r"\b(\d{1,2}):(\d\d):(\d\d)(?:[.,]\d+)?\b")
+
+
+def round_key(headers: list[str]) -> tuple[tuple[str, ...], float] | None:
+    """What makes a process's threads one round of a dump that repeats (a periodic "thread stacks" dump of one
+    process): its thread headers with their clock times taken out, and the time of the first (seconds into the
+    day). None unless a header tells the time: headers alike without one could be two processes' (two ranks'
+    print_stack output, one after the other)."""
+    times = [m for header in headers if (m := _CLOCK.search(header))]
+    if not times:
+        return None
+    first = times[0]
+    return tuple(_CLOCK.sub("<time>", h) for h in headers), int(first[1]) * 3600 + int(first[2]) * 60 + int(first[3])
+
+
+def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, str, tuple | None]]:
     """Each process's threads, innermost frame first, its rank where the text names it, and its pid where a line
-    names the process by it ("Dumping threads for process 1904"; else 0), and the name of a child that
+    names the process by it ("Dumping threads for process 1904"; else 0), the name of a child that
     multiprocessing's "Process NAME:" line announced but whose traceback the text does not hold (its threads
-    empty; else ""). A new process starts
+    empty; else ""), and its round_key (or None). A new process starts
     at multiprocessing's "Process Name:" line, at mp.spawn's "-- Process N terminated with the following error:"
     (rank N), at Ray's `RayTaskError(...): ray::Actor.method() (pid=N, ...)` (the actor's traceback after the
     driver's), at a traceback that follows another one's end unless an exception chains them ("During handling of
@@ -167,6 +182,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, st
     ranks: list[int | None] = []
     pids: list[int] = []
     names: list[str] = []  # a named child with no stack: its name
+    headers: list[list[str]] = []
     for i, thread in enumerate(t for t in threads if t.frames or t.named):
         frames = thread.frames if innermost_first else thread.frames[::-1]
         is_main = bool(_MAIN.search(thread.header))
@@ -175,8 +191,10 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, st
             ranks.append(thread.rank)
             pids.append(thread.pid)
             names.append(thread.named if not thread.frames else "")
+            headers.append([])
         if not thread.frames:  # a named child whose traceback the text does not hold: a process, with no thread
             continue
+        headers[-1].append(thread.header)
         ident = _THREAD_ID.search(thread.header)
         raw_id = next(g for g in ident.groups() if g) if ident else str(i)
         tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
@@ -188,4 +206,4 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, st
                         next((i for i, t in enumerate(threads_of)
                               if t.frames[-1].name.rsplit(".", 1)[-1] not in THREAD_STARTS), 0))
             threads_of[main] = ThreadStack(threads_of[main].thread_id, "MainThread", threads_of[main].frames)
-    return list(zip(processes, ranks, pids, names))
+    return list(zip(processes, ranks, pids, names, [round_key(h) for h in headers]))

@@ -104,3 +104,46 @@ def test_several_ranks_dumps_in_one_shared_log_are_several_ranks(tmp_path, capsy
     assert set(places) == {(0, 2), (1,)}, places
     assert places[(1,)].startswith("outside any collective, in compute_forever (")
     assert "3 processes' Python dumps in one file, read as 3 ranks" in out.err
+
+
+REPEATING = """
+import faulthandler, sys, threading, time
+
+log = open(sys.argv[1], "a")
+threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+faulthandler.dump_traceback_later(1, repeat=True, file=log)  # a dump every second, into the shared log
+
+def {where}():
+    {body}
+
+{where}()
+"""
+
+
+def test_a_dump_that_repeats_is_samples_of_one_process_not_more_ranks(tmp_path, capsys):
+    """faulthandler.dump_traceback_later(repeat=True), the usual way to watch a hang without py-spy: two ranks
+    append a dump every second to one log. Each rank's rounds (the same thread ids, again) were read as that many
+    ranks; they are samples of it: the rank that sleeps in one call is stuck, the one that moves is not."""
+    log = tmp_path / "job.log"
+    bodies = {"wait_for_peer": "time.sleep(60)",
+              "compute_steps": "while True:\n        sum(range(10**5)); time.sleep(0.37)"}
+    procs = []
+    try:
+        for where, body in bodies.items():
+            script = tmp_path / f"{where}.py"
+            script.write_text(REPEATING.format(where=where, body=body))
+            procs.append(subprocess.Popen([sys.executable, str(script), str(log)]))
+        time.sleep(3.6)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert log.read_text().count("Timeout (0:00:01)!") >= 5
+    assert main(["analyze", str(log), "--json"]) in (0, 1)
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    assert len(data["ranks"]) == 2, [r["position"] for r in data["ranks"]]
+    assert "a dump that repeats:" in out.err and "samples of 2 processes" in out.err
+    by_place = {r["position"].split(" (")[0]: r for r in data["ranks"]}
+    stuck = by_place["outside any collective, in wait_for_peer"]
+    assert stuck["samples"] >= 2 and stuck["progress"] == "stuck", stuck
