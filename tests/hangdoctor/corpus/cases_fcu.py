@@ -1,0 +1,10 @@
+"""First-contact batch U (twelfth first-contact round, part U): live cases from public programs and reports on a
+multiprocessing.Pool whose worker the OOM killer took (see each case.json)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# DDP evaluation scoring with multiprocessing.Pool(2).map on every rank (python/cpython#96062,
+# huggingface/datasets#5976), 3 ranks: rank 1's pool worker is SIGKILLed on the oversized sample and Pool.map waits
+# for ever; ranks 0 and 2 wait in the all_reduce of the metric sums.
+register(LiveCase("fcu_eval_pool_worker_oom_killed", torchrun(3, "fcu_eval_pool_worker_oom_killed.py"), ranks=3,
+                  settle=3.0))
