@@ -8,3 +8,9 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # for ever; ranks 0 and 2 wait in the all_reduce of the metric sums.
 register(LiveCase("fcu_eval_pool_worker_oom_killed", torchrun(3, "fcu_eval_pool_worker_oom_killed.py"), ranks=3,
                   settle=3.0))
+
+# accelerate's DataLoaderDispatcher (dispatch_batches, the default for an IterableDataset) over a streamed dataset
+# (huggingface/datasets#5123), 3 ranks: process 0's read of the stream blocks in recv when the server goes silent;
+# processes 1 and 2 wait in _fetch_batches' broadcast_object_list.
+register(LiveCase("fcu_accel_dispatch_stream_stall", torchrun(3, "fcu_accel_dispatch_stream_stall.py"), ranks=3,
+                  settle=2.0))
