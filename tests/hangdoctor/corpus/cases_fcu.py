@@ -14,3 +14,9 @@ register(LiveCase("fcu_eval_pool_worker_oom_killed", torchrun(3, "fcu_eval_pool_
 # processes 1 and 2 wait in _fetch_batches' broadcast_object_list.
 register(LiveCase("fcu_accel_dispatch_stream_stall", torchrun(3, "fcu_accel_dispatch_stream_stall.py"), ranks=3,
                   settle=2.0))
+
+# long-video-gan's get_infinite_data_iter over each rank's share of the partitions (NVlabs/long-video-gan#4), 3
+# ranks, 2 partitions: rank 2's share is empty and its endless iterator spins without yielding; ranks 0-1 wait in
+# DDP's gradient all_reduce.
+register(LiveCase("fcu_infinite_iter_empty_shard", torchrun(3, "fcu_infinite_iter_empty_shard.py"), ranks=3,
+                  settle=2.0))
