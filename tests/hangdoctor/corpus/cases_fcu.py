@@ -2,6 +2,7 @@
 multiprocessing.Pool whose worker the OOM killer took (see each case.json)."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+from tests.support import PYTHON
 
 # DDP evaluation scoring with multiprocessing.Pool(2).map on every rank (python/cpython#96062,
 # huggingface/datasets#5976), 3 ranks: rank 1's pool worker is SIGKILLed on the oversized sample and Pool.map waits
@@ -20,3 +21,9 @@ register(LiveCase("fcu_accel_dispatch_stream_stall", torchrun(3, "fcu_accel_disp
 # DDP's gradient all_reduce.
 register(LiveCase("fcu_infinite_iter_empty_shard", torchrun(3, "fcu_infinite_iter_empty_shard.py"), ranks=3,
                   settle=2.0))
+
+# torch.multiprocessing.spawn returning rank 0's gathered predictions through a Queue the parent reads only after
+# join (jonatanjacobsson/ifcpipeline#28, rwth-i6/returnn#1499), 3 ranks: rank 0 cannot exit (its exit joins the
+# queue's feeder, blocked in the pipe write), ranks 1-2 exited, the parent waits in ProcessContext.join.
+register(LiveCase("fcu_spawn_result_queue_join_first", (PYTHON, "{fixtures}/fcu_spawn_result_queue_join_first.py"),
+                  ranks=3, settle=8.0))
