@@ -1,6 +1,11 @@
-"""First-contact batch U (twelfth first-contact round, part U): live cases from public programs and reports on a
-multiprocessing.Pool whose worker the OOM killer took (see each case.json)."""
+"""First-contact batch U (twelfth first-contact round, part U): four live cases from public programs and reports
+(a multiprocessing.Pool whose worker the OOM killer took, accelerate's batch dispatcher over a stalled stream, an
+endless iterator over an empty data shard, a spawn job's result queue read after join) and one NCCL shape (a
+barrier skipped by a rank that exits); see each case.json."""
 
+import shlex
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 from tests.support import PYTHON
 
@@ -27,3 +32,13 @@ register(LiveCase("fcu_infinite_iter_empty_shard", torchrun(3, "fcu_infinite_ite
 # queue's feeder, blocked in the pipe write), ranks 1-2 exited, the parent waits in ProcessContext.join.
 register(LiveCase("fcu_spawn_result_queue_join_first", (PYTHON, "{fixtures}/fcu_spawn_result_queue_join_first.py"),
                   ranks=3, settle=8.0))
+
+# Shape (NCCL, 4 GPUs): pytorch/pytorch#138322's program under torchrun: ranks 0-2 call barrier(), rank 3 skips it
+# and exits; ranks 0-2 block in the barrier's wait on the GPU, the agent waits for them (rank 3 is not dumped).
+register(LiveCase(
+    "fcu_nccl_barrier_skip_rank_exits",
+    in_tree("fcu_nccl_barrier_skip_rank_exits",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 4 "
+            "barrier_test.py"),
+    ranks=4, shape=True, settle=3.0, env=shape_env("fcu_nccl_barrier_skip_rank_exits", str(LAUNCHERS)),
+))
