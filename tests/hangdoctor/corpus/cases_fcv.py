@@ -1,0 +1,12 @@
+"""First-contact batch V (twelfth first-contact round, part V): live cases from public programs and reports on a
+DDP step skipped for an empty batch, a Lightning callback whose except skips a synced log, a metrics side group
+entered at different steps, a file wait in a sleep loop before a monitored barrier (see each case.json); and one
+shape case."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# DDP (find_unused_parameters=False) with a collate that drops unreadable samples and `if batch is None: continue`
+# (Lightning-AI/pytorch-lightning#6430), 3 ranks: rank 1 skips step 3, runs one step fewer and waits in the
+# end-of-epoch barrier; ranks 0 and 2 wait in the last step's DDP gradient all_reduce.
+register(LiveCase("fcv_ddp_empty_batch_continue", torchrun(3, "fcv_ddp_empty_batch_continue.py"), ranks=3,
+                  settle=2.0))
