@@ -10,3 +10,9 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # end-of-epoch barrier; ranks 0 and 2 wait in the last step's DDP gradient all_reduce.
 register(LiveCase("fcv_ddp_empty_batch_continue", torchrun(3, "fcv_ddp_empty_batch_continue.py"), ranks=3,
                   settle=2.0))
+
+# Lightning Callback.on_train_batch_end computing metrics in try/except ValueError: continue, each logged with
+# sync_dist=True (Lightning-AI/pytorch-lightning#19106, PR #19917), 3 ranks: rank 1's batch 2 is single-class, its
+# AUROC raises and its log is skipped; ranks 0 and 2 wait in the log's sync, rank 1 in batch 3's first collective.
+register(LiveCase("fcv_lightning_cb_metric_except_log", torchrun(3, "fcv_lightning_cb_metric_except_log.py"), ranks=3,
+                  settle=3.0))
