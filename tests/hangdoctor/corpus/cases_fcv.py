@@ -16,3 +16,9 @@ register(LiveCase("fcv_ddp_empty_batch_continue", torchrun(3, "fcv_ddp_empty_bat
 # AUROC raises and its log is skipped; ranks 0 and 2 wait in the log's sync, rank 1 in batch 3's first collective.
 register(LiveCase("fcv_lightning_cb_metric_except_log", torchrun(3, "fcv_lightning_cb_metric_except_log.py"), ranks=3,
                   settle=3.0))
+
+# DDP on the default group + a gloo side group for metrics reduced every 48 samples counted per rank (allenai/OLMo
+# PR #551, huggingface/trl#7310), 3 ranks: rank 2's larger batches cross the threshold a step early; it waits in
+# the side group's all_reduce, ranks 0 and 1 in the next step's DDP gradient all_reduce.
+register(LiveCase("fcv_side_group_metrics_sample_count", torchrun(3, "fcv_side_group_metrics_sample_count.py"),
+                  ranks=3, settle=2.0))
