@@ -22,3 +22,9 @@ register(LiveCase("fcv_lightning_cb_metric_except_log", torchrun(3, "fcv_lightni
 # the side group's all_reduce, ranks 0 and 1 in the next step's DDP gradient all_reduce.
 register(LiveCase("fcv_side_group_metrics_sample_count", torchrun(3, "fcv_side_group_metrics_sample_count.py"),
                   ranks=3, settle=2.0))
+
+# Node leaders poll in a sleep loop for a flag global rank 0 writes to node-local scratch, then every rank meets in
+# dist.monitored_barrier (KratosMultiphysics/Kratos#8863, SeisSol/SeisSol PR #1532), 4 ranks as 2 simulated nodes:
+# rank 2 (node 1's leader) sleeps for ever; ranks 0, 1 and 3 wait in the monitored barrier.
+register(LiveCase("fcv_node_leader_file_wait_sleep", torchrun(4, "fcv_node_leader_file_wait_sleep.py"), ranks=4,
+                  settle=2.0))
