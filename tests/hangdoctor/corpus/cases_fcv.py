@@ -28,3 +28,23 @@ register(LiveCase("fcv_side_group_metrics_sample_count", torchrun(3, "fcv_side_g
 # rank 2 (node 1's leader) sleeps for ever; ranks 0, 1 and 3 wait in the monitored barrier.
 register(LiveCase("fcv_node_leader_file_wait_sleep", torchrun(4, "fcv_node_leader_file_wait_sleep.py"), ranks=4,
                   settle=2.0))
+
+
+# Shape: EasyContext (jzhang38/EasyContext#22) with --parallel_mode dist_flash_attn (LightSeq) on 2 GPUs under
+# `accelerate launch` (DeepSpeed ZeRO-3 offload config), a sequence length 2 * block size does not divide: rank 0
+# waits in torch.cuda.synchronize() of _lightseq_forward at decoder layer 5, rank 1 at the same line of layer 6.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fcv_easycontext_lightseq_layer_skew",
+    in_tree("fcv_easycontext_lightseq_layer_skew",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'accelerate'))} launch "
+            "--config_file accelerate_configs/single_node.yaml train.py --batch-size 1 --gradient-accumulate-every 4 "
+            "--output-dir ./output/llama2_7b_30k_dist_flash_attn --seed 2024 --max-train-steps 1000 "
+            "--learning-rate 2e-5 --model meta-llama/Llama-2-7b-hf --seq-length 30000 --rope-theta 1000000 "
+            "--parallel_mode dist_flash_attn"),
+    ranks=2, shape=True, settle=2.0, env=shape_env("fcv_easycontext_lightseq_layer_skew", str(LAUNCHERS)),
+))
