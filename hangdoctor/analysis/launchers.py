@@ -14,7 +14,7 @@ from hangdoctor.analysis.programs import outsiders, spawned
 from hangdoctor.analysis.waits import WaitTable
 from hangdoctor.formats.nodefile import Found
 from hangdoctor.model import SetAside
-from hangdoctor.topology.launcher import launcher_in_command
+from hangdoctor.topology.launcher import launcher_in_command, workers_started
 
 # process titles (setproctitle's, the command line's first word) of a framework's own processes that are not ranks:
 # an actor idle in Ray's task loop shows nothing else of what it is
@@ -207,3 +207,20 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
         else:
             kept.append(f)
     return kept, aside
+
+
+def world_from_launchers(aside: list[SetAside]) -> tuple[int, str] | None:
+    """The world size the launchers set aside say they started (`torchrun --nproc_per_node 4`), with a note that
+    says so; None where none says, or they disagree. Without --nnodes, one node per host that has such a launcher.
+    A rank that exited before the dumps is then counted as missing rather than as never there."""
+    stated = [(a, started) for a in aside if a.role == "launcher" and (started := workers_started(a.cmdline))]
+    if not stated or len({started for _, started in stated}) > 1:
+        return None
+    first, started = stated[0]
+    if started.whole_job:
+        world = started.per_node
+    else:
+        world = started.per_node * (started.nodes or len({a.host for a, _ in stated}))
+    command = " ".join(first.cmdline)
+    command = command if len(command) <= 100 else "…" + command[-99:]
+    return world, f"world size {world} from the launcher's command line ({command}, pid {first.pid} on {first.host})"

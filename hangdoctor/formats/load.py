@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hangdoctor.clicore.inputs import InputRefused, parse_json, read_bytes
-from hangdoctor.analysis.launchers import set_aside
+from hangdoctor.analysis.launchers import set_aside, world_from_launchers
 from hangdoctor.analysis.waits import WaitTable, default_table
 from hangdoctor.formats.flight_recorder import FrError, is_fr_json, is_pickle, rank_of, read_fr, read_many
 from hangdoctor.formats.nodefile import Found, is_node_doc, read_node_doc
@@ -268,6 +268,9 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
         times = [s.time for f in found for s in f.samples]
         interval = round((max(times) - min(times)) / (most - 1), 2) if times else 0.0
         samples = most
+    if flags.world_size is None and not any(f.world_size for f in found) and (stated := world_from_launchers(aside)):
+        flags = replace(flags, world_size=stated[0])
+        notes.append(stated[1])
     notes += assign_missing_ranks(found, flags.ranks)
     fr = _one_per_rank(flight_recorder or [], notes)
     unread = sorted(set(unread) - {d.rank for d in fr})

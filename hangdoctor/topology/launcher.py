@@ -65,6 +65,58 @@ def launcher_in_command(argv: Sequence[str], extra_modules: Sequence[str] = ()) 
     return ""
 
 
+# how many processes a launcher's command line says it starts: (per-node flags, node-count flags, whether the
+# per-node count is the whole job's)
+_STARTS = {
+    "torchrun": (("--nproc_per_node", "--nproc-per-node"), ("--nnodes",), False),
+    "torch.distributed.run": (("--nproc_per_node", "--nproc-per-node"), ("--nnodes",), False),
+    "torch.distributed.launch": (("--nproc_per_node", "--nproc-per-node"), ("--nnodes",), False),
+    "deepspeed": (("--num_gpus", "--num-gpus"), ("--num_nodes", "--num-nodes"), False),
+    "deepspeed.launcher.runner": (("--num_gpus", "--num-gpus"), ("--num_nodes", "--num-nodes"), False),
+    "accelerate": (("--num_processes", "--num-processes"), (), True),
+    "accelerate.commands.launch": (("--num_processes", "--num-processes"), (), True),
+    "accelerate.commands.accelerate_cli": (("--num_processes", "--num-processes"), (), True),
+}
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a launcher's command line says it starts."""
+
+    per_node: int  # processes on its node (the whole job's count where `whole_job`)
+    nodes: int | None  # --nnodes, where it states one number (a range "1:4" states none)
+    whole_job: bool  # accelerate's --num_processes counts every node's
+
+
+def workers_started(argv: Sequence[str]) -> Started | None:
+    """How many ranks a launcher's command line starts (`torchrun --nproc_per_node 4 --nnodes 2`), or None when
+    it is no launcher or does not say (`--nproc_per_node gpu`, a launcher's default)."""
+    launcher = launcher_in_command(argv)
+    if launcher not in _STARTS:
+        return None
+    per_node_flags, node_flags, whole_job = _STARTS[launcher]
+    script = next((i for i, arg in enumerate(argv) if i and arg.endswith(".py") and "/bin/" not in arg), len(argv))
+    argv = argv[:script]  # the training script's own arguments are not the launcher's
+    per_node = _flag_number(argv, per_node_flags)
+    if not per_node:
+        return None
+    nodes = _flag_number(argv, node_flags) if node_flags else None
+    return Started(per_node=per_node, nodes=nodes or None, whole_job=whole_job)
+
+
+def _flag_number(argv: Sequence[str], names: tuple[str, ...]) -> int | None:
+    """The whole number after `--name N` or in `--name=N` (a range "2:2" whose ends agree counts), else None."""
+    for i, arg in enumerate(argv):
+        name, sep, value = arg.partition("=")
+        if name in names:
+            text = value if sep else (argv[i + 1] if i + 1 < len(argv) else "")
+            low, _, high = text.partition(":")
+            if low.isdigit() and (not high or high == low):
+                return int(low)
+            return None
+    return None
+
+
 def _program(program: str, following: Sequence[str]) -> str:
     return "" if program == "accelerate" and list(following) != ["launch"] else program
 
