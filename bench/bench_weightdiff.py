@@ -7,12 +7,16 @@
    Memory: the peak of the diff in a fresh process, above what the process held before it started: resident
    (VmHWM, memory-mapped file pages included) and anonymous (RssAnon, sampled every 2 ms), for the whole set
    and for a quarter of its ranks (the same tensors): bounded by the largest tensor, not by the checkpoint.
+   One pair (--one-pair-mb N: one rank of N MiB a side, every element differs): `--jobs 2` against `--jobs 1`,
+   and both against floors that do not flip with noise, each over the same bytes, alternating: numpy on one core
+   (bits compared, the count and first index of the differences, the largest and mean |a - b|: the statistics
+   weightdiff reports), and `cmp` of a file with its identical copy (the bytes read and compared, nothing more).
 2. dump: `weightdiff.dump` in full and fingerprint modes against one training step of the reference trainer
    (built in this process, world size 1: DeepSpeed pipeline engine, ZeRO-1, torch AdamW), alternating,
    median of --repeat; reported as a fraction of the step.
 
     .venv/bin/python bench/bench_weightdiff.py [--ranks 8] [--mb-per-rank 64] [--repeat 5] [--skip-dump]
-        [--skip-diff] [--skip-memory]
+        [--skip-diff] [--skip-memory] [--one-pair-mb 512]
 """
 
 from __future__ import annotations
@@ -107,6 +111,67 @@ def bench_diff(root: Path, repeat: int) -> None:
             r, d = statistics.median(reads), statistics.median(diffs)
             print(f"  {label:<40} jobs={jobs}: raw read {r:6.3f} s ({2 * size / r / 2**30:5.2f} GiB/s), "
                   f"diff {d:6.3f} s ({2 * size / d / 2**30:5.2f} GiB/s), diff/read = {statistics.median(ratios):5.2f}x")
+
+
+def numpy_floor(a: Path, b: Path) -> int:
+    """The statistics weightdiff reports, computed by numpy on one core over the same bytes: per tensor, bits
+    compared, the count and first index of differences, the largest and the mean |a - b| (as float32)."""
+    import numpy as np
+
+    from weightdiff.read.values import locate
+
+    differing = 0
+    for path_a, path_b in zip(sorted(a.glob("*.safetensors")), sorted(b.glob("*.safetensors"))):
+        located_a, located_b = locate(path_a)[0], locate(path_b)[0]
+        data_a, data_b = np.memmap(path_a, dtype=np.uint8, mode="r"), np.memmap(path_b, dtype=np.uint8, mode="r")
+        for name, la in located_a.items():
+            lb = located_b[name]
+            if la.dtype != "bfloat16":
+                continue  # the norms: a few KiB
+            size = 2 * int(np.prod(la.shape))
+            x = data_a[la.offset:la.offset + size].view(np.uint16)
+            y = data_b[lb.offset:lb.offset + size].view(np.uint16)
+            mask = x != y
+            n = int(np.count_nonzero(mask))
+            if n:
+                int(np.argmax(mask))
+                gap = np.abs(np.left_shift(x, 16, dtype=np.uint32).view(np.float32)
+                             - np.left_shift(y, 16, dtype=np.uint32).view(np.float32))
+                float(gap.max())
+                float(gap.sum(dtype=np.float64))
+            differing += n
+    return differing
+
+
+def bench_one_pair(mb: int, repeat: int) -> None:
+    """One rank pair: --jobs 2 against --jobs 1, and the floors (numpy on one core, cmp of identical files)."""
+    with tempfile.TemporaryDirectory(prefix="bench-weightdiff-pair-") as tmp:
+        root = Path(tmp)
+        a, _, b = make_sets(root, 1, mb)
+        copy = root / "a_copy"
+        shutil.copytree(a, copy)
+        size = sum(p.stat().st_size for p in a.glob("*.safetensors"))
+        raw_read([a, b, copy])
+        times: dict[str, list[float]] = {"weightdiff --jobs 1": [], "weightdiff --jobs 2": [],
+                                         "numpy, one core": [], "cmp of identical files": []}
+        files = [(p, copy / p.name) for p in sorted(a.glob("*.safetensors"))]
+        for _ in range(repeat):
+            for label in times:
+                t = time.perf_counter()
+                if label.startswith("weightdiff"):
+                    assert run_diff(a, b, int(label[-1])) == 1
+                elif label.startswith("numpy"):
+                    assert numpy_floor(a, b) > 0
+                else:
+                    for x, y in files:
+                        subprocess.run(["cmp", str(x), str(y)], check=True)
+                times[label].append(time.perf_counter() - t)
+        base = statistics.median(times["weightdiff --jobs 1"])
+        print(f"one pair: 1 rank x {size / 2**20:.0f} MiB a side, bf16, every element differs, page cache warm, "
+              f"{os.cpu_count()} cores, median of {repeat}, alternating")
+        for label, values in times.items():
+            m = statistics.median(values)
+            print(f"  {label:<24} {m:6.3f} s ({2 * size / m / 2**30:5.2f} GiB/s)  {m / base:5.2f}x of --jobs 1")
 
 
 MEMORY_CHILD = """
@@ -218,6 +283,7 @@ def main() -> None:
     parser.add_argument("--skip-dump", action="store_true")
     parser.add_argument("--skip-diff", action="store_true")
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--one-pair-mb", type=int, default=0, help="also measure one rank pair of this size")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     if not (args.skip_diff and args.skip_memory):
@@ -227,6 +293,8 @@ def main() -> None:
                 bench_diff(Path(tmp), args.repeat)
             if not args.skip_memory:
                 bench_memory(Path(tmp))
+    if args.one_pair_mb:
+        bench_one_pair(args.one_pair_mb, args.repeat)
     if not args.skip_dump:
         bench_dump(args.repeat, args.hidden, args.layers)
 

@@ -4,6 +4,7 @@ streaming in row blocks, dtype changes, default-init detection."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 import torch
@@ -174,3 +175,27 @@ def test_fingerprint_only_dumps_diff_by_hash_and_trust_fingerprints_skips_readin
     assert _cli([str(tmp_path / "a"), str(tmp_path / "a2")])[0] == 1
     code, out, _ = _cli([str(tmp_path / "a"), str(tmp_path / "a2"), "--trust-fingerprints"])
     assert code == 0 and "SAME" in out
+
+
+def test_jobs_split_one_pair_by_tensor_and_the_report_is_the_same(tmp_path):
+    """One rank pair (--jobs used to split rank pairs only): its tensors compared in several threads give the
+    very report --jobs 1 gives, in the same order, with the same counts."""
+    torch.manual_seed(1)
+    model = nn.ModuleDict({f"layer{i}": nn.Linear(64, 64) for i in range(12)})
+    coords = ParallelDims().coords(0)
+    weightdiff.dump(model, iteration=1, tag="after", out=tmp_path / "a", coords=coords)
+    with torch.no_grad():
+        for i in (2, 5, 11):
+            model[f"layer{i}"].weight[i, 3] += 0.5 * i
+        model["layer7"].bias.add_(1e-3)
+    weightdiff.dump(model, iteration=2, tag="before", out=tmp_path / "b", coords=coords)
+    reports = {}
+    for jobs in ("1", "2", "4"):
+        out = io.StringIO()
+        code = main([str(tmp_path / "a"), str(tmp_path / "b"), "--json", "--jobs", jobs],
+                    out=Console(file=out, width=200), err=Console(file=io.StringIO()))
+        assert code == 1
+        reports[jobs] = json.loads(out.getvalue())
+    assert reports["2"] == reports["1"] == reports["4"]
+    changed = [d["name"] for pair in reports["1"]["pairs"] for d in pair["diffs"]]
+    assert changed == ["layer2.weight", "layer5.weight", "layer7.bias", "layer11.weight"], changed

@@ -12,6 +12,8 @@ and tp rank on another stage:
 
 from __future__ import annotations
 
+import threading
+
 from weightdiff.read.values import Values, open_values
 from weightdiff.records import RankDump
 
@@ -25,15 +27,17 @@ class StoredCopies:
             for name in dump.tensors:
                 self._index.setdefault((dump.coords.tp, name), dump)
         self._open: dict[int, tuple[object, Values]] = {}
+        self._lock = threading.Lock()
 
     def find(self, name: str, tp: int) -> RankDump | None:
         return self._index.get((tp, name))
 
     def values(self, dump: RankDump) -> Values:
-        if id(dump) not in self._open:
-            manager = open_values(dump)
-            self._open[id(dump)] = (manager, manager.__enter__())
-        return self._open[id(dump)][1]
+        with self._lock:  # a pair's tensors may be compared in several threads
+            if id(dump) not in self._open:
+                manager = open_values(dump)
+                self._open[id(dump)] = (manager, manager.__enter__())
+            return self._open[id(dump)][1]
 
     def close(self) -> None:
         for manager, _ in self._open.values():

@@ -92,7 +92,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rtol", type=number(float, low=0), default=0.0,
                         help="relative tolerance (default 0: exact, bitwise)")
     add_jobs(parser, default=min(8, os.cpu_count() or 1),
-             help="rank pairs compared in parallel (default: the CPU count, at most 8)")
+             help="threads: rank pairs compared in parallel, and with fewer pairs than jobs, the tensors of a "
+                  "pair (default: the CPU count, at most 8)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the same data) instead")
     add_png(parser, help="also write a heat map of differences by (pp, tp)")
     parser.add_argument("--limit", type=number(int, low=0), default=40,

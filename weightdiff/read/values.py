@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,12 +79,16 @@ def locate_in(path: Path, header: dict, data_start: int) -> tuple[dict[str, Loca
 
 
 class SafetensorsValues:
-    """Tensors in one or more safetensors files, each file memory-mapped read-only when first needed."""
+    """Tensors in one or more safetensors files, each file memory-mapped read-only when first needed. Reads of
+    different tensors may run in several threads at once (`thread_safe`)."""
+
+    thread_safe = True
 
     def __init__(self, located: dict[str, Located], problems: dict[str, str] | None = None):
         self._located = located
         self._problems = dict(problems or {})
         self._maps: dict[Path, mmap.mmap] = {}
+        self._lock = threading.Lock()
 
     @classmethod
     def for_dump(cls, path: Path, expected: dict) -> "SafetensorsValues":
@@ -95,14 +100,15 @@ class SafetensorsValues:
         return set(self._located)
 
     def _map(self, path: Path) -> mmap.mmap:
-        if path not in self._maps:
-            with open_regular(path) as f:
-                try:
-                    self._maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                except (OSError, ValueError) as e:
-                    what = why(e) if isinstance(e, OSError) else str(e)
-                    raise BadInput(f"{path}: cannot memory-map ({what})") from None
-        return self._maps[path]
+        with self._lock:
+            if path not in self._maps:
+                with open_regular(path) as f:
+                    try:
+                        self._maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                    except (OSError, ValueError) as e:
+                        what = why(e) if isinstance(e, OSError) else str(e)
+                        raise BadInput(f"{path}: cannot memory-map ({what})") from None
+            return self._maps[path]
 
     def get(self, name: str) -> np.ndarray:
         if name in self._problems:
