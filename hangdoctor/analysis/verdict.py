@@ -299,7 +299,8 @@ def headline(hung: bool | None, views: dict[int, RankView], places: list[Place],
     waiting = sum(len(p.ranks) for p in places if p.in_collective)
     parts = []
     if hung is None:
-        parts.append(f"{answered} ranks in {len(places)} place{'s' if len(places) != 1 else ''}, "
+        parts.append(f"{answered} rank{'s' if answered != 1 else ''} in {len(places)} "
+                     f"place{'s' if len(places) != 1 else ''}, "
                      f"{waiting} waiting in {len(in_calls)} call{'s' if len(in_calls) != 1 else ''} (one sample)")
     elif hung:
         parts.append(f"HUNG: {stuck} rank{'s' if stuck != 1 else ''} stuck"

@@ -38,16 +38,21 @@ _OTHER_HEAD = re.compile(r"^(Fatal Python error|Timeout \(\d+:\d\d:\d\d\)!|Stack
 def split_processes(text: str) -> list[str]:
     """One text per process, for several processes' dumps in one file (ranks sharing a stderr). CPython writes a
     blank line between the threads of one dump and none after its last, so a thread header right after a frame
-    line starts the next process; so do a thread id seen again, a second current thread, and a new dump's own
-    header line (faulthandler's "Timeout (0:05:00)!", "Fatal Python error") after threads."""
+    line starts the next process (where the text kept blank lines at all); so do a thread id seen again, a second
+    current thread, and a new dump's own header line (faulthandler's "Timeout (0:05:00)!", "Fatal Python error")
+    after threads."""
     blocks: list[list[str]] = [[]]
     seen: set[str] = set()
     current, after_frame = False, False
-    for line in text.splitlines():
+    lines = text.splitlines()
+    # a log that dropped every blank line (some CI logs do) keeps no sign of where a dump ends: then only the
+    # other signs count
+    blank_kept = any(not lines[i - 1].strip() for i, line in enumerate(lines) if i and _THREAD.match(line))
+    for line in lines:
         head = _THREAD.match(line)
         if head:
             tid, is_current = head.group(2).lower(), head.group(1) == "Current thread"
-            if seen and (after_frame or (tid in seen and not _elided(tid)) or (is_current and current)):
+            if seen and ((after_frame and blank_kept) or (tid in seen and not _elided(tid)) or (is_current and current)):
                 blocks.append([])
                 seen, current = set(), False
             seen.add(tid)

@@ -147,3 +147,23 @@ def test_a_dump_that_repeats_is_samples_of_one_process_not_more_ranks(tmp_path, 
     by_place = {r["position"].split(" (")[0]: r for r in data["ranks"]}
     stuck = by_place["outside any collective, in wait_for_peer"]
     assert stuck["samples"] >= 2 and stuck["progress"] == "stuck", stuck
+
+
+def test_a_log_that_dropped_blank_lines_keeps_one_dump_one_process(tmp_path, capsys):
+    """CPython separates a dump's threads by a blank line; some CI logs drop every blank line, and then each
+    thread after a frame line was read as a process of its own (a seventh-batch paste: one crashed pytest read as
+    three ranks). A real dump of a process with three threads, its blank lines dropped, is one process."""
+    script = tmp_path / "three_threads.py"
+    script.write_text(
+        "import faulthandler, sys, threading, time\n"
+        "for _ in range(2):\n"
+        "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "time.sleep(0.3)\n"
+        "faulthandler.dump_traceback(file=sys.stderr, all_threads=True)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.stderr.count("(most recent call first)") == 3 and "\n\n" in done.stderr
+    log = tmp_path / "ci.log"
+    log.write_text("tests/test_io.py ....   [ 40%]\n" + "\n".join(l for l in done.stderr.splitlines() if l.strip()))
+    assert main(["analyze", str(log), "--json"]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["ranks"]) == 1, [r["position"] for r in data["ranks"]]

@@ -40,7 +40,6 @@ KNOWN_MISSES = {
                                            "`$k = N`): no frame shape of any tool this reads",
     "underworld3_630_hang_report_rollcall_four_ranks": "a hand-made roll call ('ranks [0, 2, 3] stopped at f.py:N in "
                                                        "fn', 'via' lines): frames inside a person's sentences",
-    "casacore_220_pytest_progress_line_fatal_aborted_no_blank_lines": "a CI log whose faulthandler dump follows a pytest progress line with no blank line between threads: its threads are read as three processes",  # seventh paste batch, at first contact
     "lmcache_4759_two_host_collector_banners_pid_headers_pyspy": "a collection script's host banners and pid headers over py-spy's thread lines: processes and hosts not split as the script meant",  # seventh paste batch, at first contact
     "mozillazg_format_list_thread_repr_headers_outermost_first": "sys._current_frames() printed with traceback.format_list under Thread reprs: the main thread is not told apart",  # seventh paste batch, at first contact
     "nvidia_blog_gdb_thread_apply_all_bt_python_frames_inside_evalframe_args": "gdb's thread apply all bt with Python frames only inside _PyEval_EvalFrameDefault's arguments: no frame shape this reads",  # seventh paste batch, at first contact
