@@ -48,7 +48,6 @@ KNOWN_MISSES = {
     "pytorch_53395_trace_module_lines_then_partial_traceback_joined_line": "python -m trace lines, then a traceback with a joined line: the trace lines are read as frames",  # seventh paste batch, at first contact
     "ray_53341_buildkite_pipe_gutter_actor_faulthandler_cut_by_abseil": "a Buildkite log's gutter before Ray's actor prefix, the dump cut by abseil's own lines: no frame found",  # seventh paste batch, at first contact
     "skillstore_fastapi_sudo_pyspy_pgrep_event_loop_in_executor_shutdown": "the one process of the paste (a uvicorn server) is set aside as an HTTP front end, leaving no rank",  # seventh paste batch, at first contact
-    "verl_2355_iso_timestamp_per_line_driver_traceback_actor_died": "a Ray driver's traceback in ray.get (ActorDiedError), alone: kept as a rank where the truth sets it aside",  # seventh paste batch, at first contact
 }
 
 

@@ -279,3 +279,19 @@ def test_a_ray_driver_and_its_actors_traceback_are_two_processes(tmp_path):
     collection = load(tmp_path, text)
     assert [a.why for a in collection.set_aside] == ["Ray driver (ray.get) (its stack)"]
     assert [r.identity.rank for r in collection.records] == [3]
+
+
+def test_a_timestamp_on_every_line_keeps_the_traceback_s_own_indentation(tmp_path):
+    """A container log stamps every line (verl#2355's shape: RFC 3339 with nanoseconds); stripping the stamp ate
+    the indentation too, so each source line under a frame read as text between frames, and the traceback of one
+    process (`python -m` through runpy, then the script's <module>) was cut into two processes."""
+    (tmp_path / "driver.py").write_text("def run():\n    raise RuntimeError('the actor died')\n\nrun()\n")
+    launch = tmp_path / "launch.py"  # runs the script as runpy does: exec of its code, a <module> under a <module>
+    launch.write_text("source = open('driver.py').read()\nexec(compile(source, 'driver.py', 'exec'))\n")
+    trace = subprocess.run([sys.executable, str(launch)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60).stderr
+    assert trace.count("in <module>") == 2 and "    exec(compile(" in trace
+    stamped = "\n".join(f"2025-07-03T14:20:51.{i:09d}Z {line}" for i, line in enumerate(trace.splitlines()))
+    processes, notes = read_text(stamped)
+    assert len(processes) == 1, [main_frames(p) for p in processes]
+    assert main_frames(processes[0]) == ["run", "<module>", "<module>"] and "timestamps" in notes
