@@ -46,6 +46,10 @@ _PROCESS_PID = re.compile(r"^\W*(?:[A-Z][a-z]+ (?:threads|stacks) (?:for|of) )?(
                           re.IGNORECASE)
 _SPAWNED = re.compile(r"^-- Process (\d+) terminated with the following error:")  # torch's mp.spawn
 _REMOTE = re.compile(r"RayTaskError\b.*\bray::\S+.*\(pid=\d+")  # a Ray actor's error: its own traceback next
+# gdb's py-bt numbers the C frames between Python ones it could not read, or that are builtins: a gap in the stack,
+# not the header of another thread
+_GDB_GAP = re.compile(r"^#\d+\s+(?:\(unable to read python frame information\)|<built-in (?:method|function) |"
+                      r"Waiting for the GIL|Garbage-collecting|\(frame information optimized out\))")
 _INNER_HEAD = re.compile(r"^\S*ack \(most recent call first\)")  # gdb's py-bt: "Traceback (most recent call first)"
 _TRACEBACK_HEAD = re.compile(r"^\S*ack \(most recent call last\)")  # "Traceback", its first letters lost in a paste
 # (pystack's "Traceback for thread N ... (most recent call last)" heads a thread of the same process: not matched)
@@ -124,6 +128,8 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, st
             stripped = line.strip()
             if not stripped or line[:1].isspace() or _BOX.search(line) or stripped.startswith("❱"):
                 continue  # code lines are indented or boxed
+            if _GDB_GAP.match(stripped):
+                continue
             seen = any(t.frames for t in threads)
             spawned = _SPAWNED.match(stripped)
             if _REMOTE.search(stripped) and seen:  # Ray: the remote actor's traceback follows the driver's

@@ -168,6 +168,12 @@ def test_pystack_and_gdb_py_bt(tmp_path):
            "#12 Frame 0x7f3c0c001900, for file /w/train.py, line 80, in <module> ()\n")
     processes, _ = read_text(gdb)
     assert main_frames(processes[0]) == ["all_reduce", "main", "<module>"]
+    # py-bt numbers the frames it cannot read (and builtins) between the others: gaps, not other threads
+    gaps = gdb.replace("#8 ", "#6 (unable to read python frame information)\n#7 <built-in method wait of "
+                                "Work object at remote 0x7f3c>\n#8 ")
+    processes, _ = read_text(gaps)
+    assert len(processes) == 1 and len(processes[0].threads) == 1
+    assert main_frames(processes[0]) == ["all_reduce", "main", "<module>"]
 
 
 def test_a_file_without_any_frame_is_one_error_line(tmp_path, capsys):
