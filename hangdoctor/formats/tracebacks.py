@@ -62,6 +62,23 @@ _OWN_RANK = re.compile(r"\[Rank (\d+)\]|\bon rank (\d+)\b")
 _CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 
 
+# a frame line a paste glued to the end of the line before it ("    self._run(model)  File "t.py", line 9, in _run")
+_GLUED = re.compile(r'(?<=\S)\s+(?=File "[^"]+", line (?:\d+|\.\.\.), in \S)')
+
+
+_KIND = re.compile(r"^\s*\((?:Python|C)\)$")  # pystack's "(C) File ..." is one frame
+
+
+def _unglued(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        pieces = _GLUED.split(line) if 'File "' in line else [line]
+        if len(pieces) > 1 and _KIND.match(pieces[0]):
+            pieces = [line]
+        out += pieces
+    return out
+
+
 def _match(line: str) -> re.Match | None:
     for pattern in (*_OUTER_FIRST, *_INNER_FIRST):
         if match := pattern.match(line):
@@ -118,6 +135,7 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, st
     driver's), at a traceback that follows another one's end unless an exception chains them ("During handling of
     the above exception"), at a header naming a second MainThread, and, outermost first, at a frame `<module>`
     starting a second thread that starts the program (two ranks' print_stack output, one after the other)."""
+    lines = _unglued(lines)
     threads: list[_Thread] = []
     header, innermost_first, chained = "", False, False
     started = False  # this process already has a thread that starts the program

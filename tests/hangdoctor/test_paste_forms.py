@@ -301,3 +301,16 @@ def test_a_timestamp_on_every_line_keeps_the_traceback_s_own_indentation(tmp_pat
     processes, notes = read_text(stamped)
     assert len(processes) == 1, [main_frames(p) for p in processes]
     assert main_frames(processes[0]) == ["run", "<module>", "<module>"] and "timestamps" in notes
+
+
+def test_a_frame_glued_to_the_line_before_it_is_still_a_frame(tmp_path):
+    """A paste that lost a line break (pytorch#53395's shape: a source line and the next `File` line on one line):
+    the frame in the middle of a line was lost. Frames are found by their shape anywhere in a line."""
+    (tmp_path / "job.py").write_text("def inner():\n    raise TimeoutError('socket')\n\ndef outer():\n"
+                                     "    inner()\n\nouter()\n")
+    trace = subprocess.run([sys.executable, "job.py"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60).stderr.splitlines()
+    at = next(i for i, line in enumerate(trace) if line.strip() == "inner()")  # outer's source line
+    glued = trace[:at] + [trace[at] + "  " + trace[at + 1].strip()] + trace[at + 2:]
+    processes, _ = read_text("\n".join(glued))
+    assert len(processes) == 1 and main_frames(processes[0]) == ["inner", "outer", "<module>"]
