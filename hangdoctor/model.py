@@ -94,7 +94,7 @@ class Sample:
     def main_thread(self, pid: int) -> ThreadStack | None:
         """The thread the rank's training loop runs in: the one whose OS id is the pid, else "MainThread"."""
         for thread in self.threads:
-            if thread.thread_id == pid:
+            if pid and thread.thread_id == pid:  # pid 0: a text that named no process (its thread ids counted)
                 return thread
         for thread in self.threads:
             if thread.name == "MainThread":

@@ -314,3 +314,28 @@ def test_a_frame_glued_to_the_line_before_it_is_still_a_frame(tmp_path):
     glued = trace[:at] + [trace[at] + "  " + trace[at + 1].strip()] + trace[at + 2:]
     processes, _ = read_text("\n".join(glued))
     assert len(processes) == 1 and main_frames(processes[0]) == ["inner", "outer", "<module>"]
+
+
+def test_the_main_thread_named_last_under_thread_reprs_is_the_main_thread(tmp_path):
+    """sys._current_frames() printed under each Thread's repr, workers first (mozillazg's recipe): a text names no
+    pid, so the threads are counted from 0, and the thread counted 0 (a worker) was taken for the process's main
+    thread, as if its id were the pid."""
+    program = tmp_path / "dump_threads.py"
+    program.write_text(textwrap.dedent("""
+        import sys, threading, time, traceback
+        def do():
+            time.sleep(30)
+        for _ in range(2):
+            threading.Thread(target=do, daemon=True).start()
+        time.sleep(0.2)
+        by_ident = {t.ident: t for t in threading.enumerate()}
+        for ident, frame in sorted(sys._current_frames().items(), key=lambda kv: kv[0] == threading.main_thread().ident):
+            print(f"thread {by_ident[ident]!r}:")
+            print("".join(traceback.format_list(traceback.extract_stack(frame))))
+    """))
+    text = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=60).stdout
+    assert text.index("MainThread") > text.index("in do")  # the workers first
+    processes, _ = read_text(text)
+    assert len(processes) == 1 and len(processes[0].threads) == 3
+    ranks = verdict(tmp_path, text).places
+    assert [p.position for p in ranks] == [f"outside any collective, in <module> ({program})"], ranks
