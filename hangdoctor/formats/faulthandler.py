@@ -23,7 +23,7 @@ from hangdoctor.model import ThreadStack
 
 # a thread's id, or one a person elided ("Thread 0x… (most recent call first):"): then it tells no thread apart
 _THREAD = re.compile(r"^\s*(Current thread|Thread) (0x[0-9a-fA-F]*(?:…|\.\.\.)|0x[0-9a-fA-F]+) \(most recent call first\):\s*$")
-_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+?)\s*$')
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.+?)\s*$')  # indented, unless a paste lost it
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 
 

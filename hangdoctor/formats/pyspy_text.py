@@ -37,6 +37,9 @@ _PROCESS = re.compile(r"^Process (\d+): ?(.*)$")
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
 _FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<loc>[^()]*)\)$")
 _LOCALS_HEADER = ("Arguments:", "Locals:")
+# the shell command a paste shows before py-spy's answer: "$ sudo py-spy dump --pid 51740" names the process that a
+# bare "Permission Denied" (no Process header) is about
+_COMMAND_PID = re.compile(r"\bpy-spy\s+dump\b.*?(?:--pid[ =]\s*|-p\s*)(\d+)\b")
 _ELIDED = ("...", "…", "?", "N")  # a line number a person left out
 # Where stacks begin: a main thread that does not reach one of these was cut off (py-spy prints whole stacks).
 _ROOTS = frozenset({"<module>", "_run_module_as_main", "_run_code", "run_module", "run_path", "_bootstrap",
@@ -82,7 +85,11 @@ def parse_frame(text: str) -> Frame | None:
             if not label.rstrip().endswith(":"):
                 return None  # words before it: a log line that ends with a file and line, no frame
             # (a person's group label before it, "DP0,3,5,7:  broadcast", goes)
-        return interned.frame(name, file, int(line) if line.isdigit() else 0, interned.looks_native(file))
+        python = name.startswith("<") and name.endswith(">")  # <module>, <lambda>: a console script has no .py
+        return interned.frame(name, file, int(line) if line.isdigit() else 0,
+                              not python and interned.looks_native(file))
+    if not loc.strip():  # "train_step ()": a Python frame whose code names no file (compiled, or lost)
+        return interned.frame(name, "?", 0, False)
     return interned.frame(name, loc, 0, True)
 
 
@@ -105,6 +112,7 @@ class _Parser:
         self.blank_before = False
         self.grouped: list[tuple[TextProcess, _Thread]] = []  # main-thread headers waiting for the stack below
         self.shared = 0  # processes that took a stack from a group of headers over it
+        self.command_pid = 0  # the pid the last `py-spy dump --pid N` command line named, until an answer used it
 
     def close_thread(self) -> None:
         thread, self.thread, self.locals_indent = self.thread, None, None
@@ -126,8 +134,9 @@ class _Parser:
         block = "\n".join(self.error_lines)
         target = self.current if self.current is not None and not self.current.threads else None
         if target is None:
-            target = TextProcess(pid=0)
+            target = TextProcess(pid=self.command_pid)
             self.processes.append(target)
+        self.command_pid = 0
         target.status = classify_failure(block, target.pid, live=False)
         target.error = error_line(block)
         if target.status == ERROR and "failed to suspend" in block.lower():
@@ -166,6 +175,10 @@ class _Parser:
         if m := _PROCESS.match(stripped):
             self.header_seen()
             self.start_process(int(m[1]), m[2])
+            self.command_pid = 0
+            return
+        if command := _COMMAND_PID.search(stripped):
+            self.command_pid = int(command[1])
             return
         if stripped.startswith(("Error:", "Permission Denied")):
             self.close_thread()

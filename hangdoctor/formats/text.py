@@ -14,7 +14,7 @@ from hangdoctor.formats.pyspy_text import TextProcess, parse_frame, parse_source
 from hangdoctor.model import ERROR
 
 _PYSPY_HEADER = re.compile(r"^\s*(?:Process \d+:|Thread (?:0x[0-9A-Fa-f]+|\d+)\b|Error: |Permission Denied)")
-_FAULTHANDLER_FRAME = re.compile(r'^\s+File ".*", line (?:\d+|\.\.\.) in \S')
+_FAULTHANDLER_FRAME = re.compile(r'^\s*File ".*", line (?:\d+|\.\.\.) in \S')
 
 
 def _shape(lines: list[str]) -> str:
