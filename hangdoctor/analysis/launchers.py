@@ -206,7 +206,26 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
                                   f"{'es' if children > 1 else ''} found", f.cmdline, f.ppid, where, idle))
         else:
             kept.append(f)
+    if not kept and aside:
+        kept, aside = _blocked_front_ends(found, aside, table)
     return kept, aside
+
+
+def _blocked_front_ends(found: list[Found], aside: list[SetAside],
+                        table: WaitTable) -> tuple[list[Found], list[SetAside]]:
+    """Nothing but processes set aside: a front end (a server) whose main thread is held on a lock or join of its
+    own, not idle in its serving loop nor waiting for its workers (ray.get, a child), is the program that hangs:
+    analysed, not set aside (a lone uvicorn app blocked inside a request)."""
+    by_key = {(f.host, f.pid): f for f in found}
+    back = []
+    for a in aside:
+        f = by_key.get((a.host, a.pid))
+        stacks = list(_main_stacks(f)) if f is not None else []
+        wait = table.classify(stacks[-1]) if stacks else None
+        if a.role == "launcher" and a.why.endswith("(its stack)") and wait is not None and wait.kind == "lock":
+            back.append(f)
+    kept = set(map(id, back))
+    return back, [a for a in aside if id(by_key.get((a.host, a.pid))) not in kept]
 
 
 def world_from_launchers(aside: list[SetAside]) -> tuple[int, str] | None:

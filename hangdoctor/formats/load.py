@@ -268,7 +268,8 @@ def build_collection(reports: list[NodeReport], found: list[Found], flags: Topol
         times = [s.time for f in found for s in f.samples]
         interval = round((max(times) - min(times)) / (most - 1), 2) if times else 0.0
         samples = most
-    if flags.world_size is None and not any(f.world_size for f in found) and (stated := world_from_launchers(aside)):
+    if (found and flags.world_size is None and not any(f.world_size for f in found)
+            and (stated := world_from_launchers(aside))):  # no rank at all: rendezvous.py says why
         flags = replace(flags, world_size=stated[0])
         notes.append(stated[1])
     notes += assign_missing_ranks(found, flags.ranks)

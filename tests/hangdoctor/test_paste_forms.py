@@ -3,10 +3,12 @@ public threads (named per test), made from a dump recorded here (the ddp_barrier
 barrier, ranks 1-3 in DDP's backward) or from a real process's own faulthandler or traceback output, so that the
 expected reading is known."""
 
+import json
 import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from hangdoctor.analysis.verdict import diagnose
@@ -339,3 +341,46 @@ def test_the_main_thread_named_last_under_thread_reprs_is_the_main_thread(tmp_pa
     assert len(processes) == 1 and len(processes[0].threads) == 3
     ranks = verdict(tmp_path, text).places
     assert [p.position for p in ranks] == [f"outside any collective, in <module> ({program})"], ranks
+
+
+def test_a_lone_server_blocked_inside_a_request_is_the_program_not_set_aside(tmp_path, capsys):
+    """A paste of one web server process (a uvicorn app: the skill store's shape) whose request handler waits in
+    its executor's shutdown for a thread that never ends. Servers are set aside as front ends beside a job's ranks;
+    alone, and held on a lock of their own rather than idle in their serving loop, they are the program that
+    hangs: "no rank in the input" told the user nothing. A real process (uvicorn's module path, our own stand-in),
+    its faulthandler dump."""
+    (tmp_path / "uvicorn").mkdir()
+    (tmp_path / "uvicorn" / "__init__.py").write_text("")
+    (tmp_path / "uvicorn" / "server.py").write_text("class Server:\n    def run(self, app):\n        app()\n")
+    (tmp_path / "routes.py").write_text(textwrap.dedent("""
+        import time
+        from concurrent.futures import ThreadPoolExecutor
+        def news_events():
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                pool.submit(time.sleep, 30)
+    """))
+    (tmp_path / "serve.py").write_text(textwrap.dedent("""
+        import faulthandler, os, threading, time
+        import routes
+        from uvicorn.server import Server
+        def dump():
+            time.sleep(0.5)
+            with open("dump.tmp", "w") as out:
+                faulthandler.dump_traceback(file=out, all_threads=True)
+            os.rename("dump.tmp", "paste.txt")
+        threading.Thread(target=dump, daemon=True).start()
+        Server().run(routes.news_events)
+    """))
+    proc = subprocess.Popen([sys.executable, "serve.py"], cwd=tmp_path)
+    try:
+        for _ in range(200):
+            if (tmp_path / "paste.txt").exists():
+                break
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert "uvicorn/server.py" in (tmp_path / "paste.txt").read_text()
+    assert main(["analyze", str(tmp_path / "paste.txt"), "--json"]) in (0, 1), capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)
+    assert [r["position"].split(" (")[0] for r in data["ranks"]] == ["future <- news_events"], data["ranks"]
