@@ -1,0 +1,13 @@
+"""First-contact batch W (thirteenth first-contact round, part W): live cases from public programs and reports on a
+retry decorator that re-runs a world all_reduce on one rank of a TP x DP layout, a Lightning logger posting to a
+tracking server with no timeout, a future's done-callback re-taking a non-reentrant lock, an in-process restart
+that re-enters rendezvous alone (see each case.json); and one shape case."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# TP=2 x DP=2 on 4 ranks, the loss reduced over the world inside a function under a retry decorator
+# (sql-machine-learning/elasticdl PR #2446, PrimeIntellect-ai/prime-diloco PR #53): rank 2's metrics write fails
+# once at step 3 and the decorator re-runs the world all_reduce; ranks 0, 1 (step 4) and 2 (step 3, retry) wait in
+# the world all_reduce, rank 3 in its tensor-parallel all_reduce.
+register(LiveCase("fcw_tp_retry_allreduce_ahead", torchrun(4, "fcw_tp_retry_allreduce_ahead.py"), ranks=4,
+                  settle=2.0))
