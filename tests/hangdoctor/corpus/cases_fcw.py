@@ -11,3 +11,9 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # the world all_reduce, rank 3 in its tensor-parallel all_reduce.
 register(LiveCase("fcw_tp_retry_allreduce_ahead", torchrun(4, "fcw_tp_retry_allreduce_ahead.py"), ranks=4,
                   settle=2.0))
+
+# Lightning DDP with a custom Logger posting metrics to an MLflow-style REST endpoint with no timeout (mlflow/mlflow#2776,
+# #1760; huggingface/transformers PR #28779), the server a listening socket that never answers, 3 ranks: rank 0 waits
+# in http.client reading the response at step 3's log; ranks 1 and 2 in batch 3's SIGTERM-flag broadcast.
+register(LiveCase("fcw_lightning_http_logger_no_timeout", torchrun(3, "fcw_lightning_http_logger_no_timeout.py"),
+                  ranks=3, settle=3.0))
