@@ -17,3 +17,9 @@ register(LiveCase("fcw_tp_retry_allreduce_ahead", torchrun(4, "fcw_tp_retry_allr
 # in http.client reading the response at step 3's log; ranks 1 and 2 in batch 3's SIGTERM-flag broadcast.
 register(LiveCase("fcw_lightning_http_logger_no_timeout", torchrun(3, "fcw_lightning_http_logger_no_timeout.py"),
                   ranks=3, settle=3.0))
+
+# DDP with rank-0-only checkpoint bookkeeping: a non-reentrant Lock held across Future.set_result whose done-callback
+# takes the same lock (google/ml-compiler-opt PR #108, amoffat/sh#564), 3 ranks: rank 0's main thread blocks on its
+# own lock in the callback; ranks 1 and 2 wait in the barrier after the save.
+register(LiveCase("fcw_future_callback_lock_reentry", torchrun(3, "fcw_future_callback_lock_reentry.py"), ranks=3,
+                  settle=2.0))
