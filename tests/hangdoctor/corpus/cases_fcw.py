@@ -23,3 +23,9 @@ register(LiveCase("fcw_lightning_http_logger_no_timeout", torchrun(3, "fcw_light
 # own lock in the callback; ranks 1 and 2 wait in the barrier after the save.
 register(LiveCase("fcw_future_callback_lock_reentry", torchrun(3, "fcw_future_callback_lock_reentry.py"), ranks=3,
                   settle=2.0))
+
+# Data-parallel trainer with a home-made in-process restart (NVIDIA/nvidia-resiliency-ext#143, pytorch/pytorch#55967),
+# 4 ranks: rank 2's step 3 raises, it re-enters rendezvous on the job's store and waits for the others to join the
+# restart round; ranks 0, 1 and 3 wait in step 3's gradient all_reduce of the old group.
+register(LiveCase("fcw_inprocess_restart_rejoin", torchrun(4, "fcw_inprocess_restart_rejoin.py"), ranks=4,
+                  settle=2.0))
