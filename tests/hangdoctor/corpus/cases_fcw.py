@@ -29,3 +29,19 @@ register(LiveCase("fcw_future_callback_lock_reentry", torchrun(3, "fcw_future_ca
 # restart round; ranks 0, 1 and 3 wait in step 3's gradient all_reduce of the old group.
 register(LiveCase("fcw_inprocess_restart_rejoin", torchrun(4, "fcw_inprocess_restart_rejoin.py"), ranks=4,
                   settle=2.0))
+
+
+# Shape: DeepSpeed ZeRO-3 with the optimizer offloaded to the CPU, a Qwen3-MoE 30B-A3B on 8 GPUs with no ZeRO-3 leaf
+# module on the sparse MoE block (deepspeedai/DeepSpeed#7461's py-spy dumps): 3 ranks wait in step()'s gradient-norm
+# all_reduce (complete_grad_norm_calculation_for_cpu_offload), 5 in backward's reduce_scatter_coalesced.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fcw_ds_zero3_qwen3_moe_norm_split",
+    in_tree("fcw_ds_zero3_qwen3_moe_norm_split",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 8 train.py"),
+    ranks=8, shape=True, settle=2.0, env=shape_env("fcw_ds_zero3_qwen3_moe_norm_split", str(LAUNCHERS)),
+))
