@@ -1,0 +1,10 @@
+"""First-contact batch X (thirteenth first-contact round, part X): live cases from public programs and reports on a
+ring exchange with blocking sends first on every rank, a Lightning validation_step that returns early before
+self.all_gather, a DeepSpeed ZeRO-3 GatheredParameters entered by rank 0 only, a rank that exits early while the
+others wait on a store key it would have set (see each case.json); and one shape case."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# 1-D halo exchange on a ring with blocking dist.send before dist.recv on every rank (NVIDIA/nccl#479), 3 ranks:
+# every rank waits in its first send; nobody is at fault more than the others.
+register(LiveCase("fcx_ring_halo_send_first", torchrun(3, "fcx_ring_halo_send_first.py"), ranks=3, settle=2.0))
