@@ -8,3 +8,9 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # 1-D halo exchange on a ring with blocking dist.send before dist.recv on every rank (NVIDIA/nccl#479), 3 ranks:
 # every rank waits in its first send; nobody is at fault more than the others.
 register(LiveCase("fcx_ring_halo_send_first", torchrun(3, "fcx_ring_halo_send_first.py"), ranks=3, settle=2.0))
+
+# Lightning DDP whose validation_step returns early for a batch with no labelled token, before self.all_gather
+# (Lightning-AI/pytorch-lightning#702, #20561), 3 ranks: rank 1's batch 1 is all padding; rank 1 waits in
+# on_validation_epoch_end's self.log(sync_dist=True) barrier, ranks 0 and 2 in their last batch's all_gather.
+register(LiveCase("fcx_lightning_val_empty_all_gather", torchrun(3, "fcx_lightning_val_empty_all_gather.py"),
+                  ranks=3, settle=3.0))
