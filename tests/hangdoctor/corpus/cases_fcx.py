@@ -14,3 +14,10 @@ register(LiveCase("fcx_ring_halo_send_first", torchrun(3, "fcx_ring_halo_send_fi
 # on_validation_epoch_end's self.log(sync_dist=True) barrier, ranks 0 and 2 in their last batch's all_gather.
 register(LiveCase("fcx_lightning_val_empty_all_gather", torchrun(3, "fcx_lightning_val_empty_all_gather.py"),
                   ranks=3, settle=3.0))
+
+# Distributed detector evaluation with a custom torchmetrics Metric whose per-image list states have
+# dist_reduce_fx=None, over 8 files sharded 3/3/2 across 3 ranks (Lightning-AI/torchmetrics#626): compute() syncs
+# each list element with its own collectives; rank 2 (2 images) finishes early and waits in the next all_reduce,
+# ranks 0 and 1 in the sync (gather_all_tensors' barrier) of their third image.
+register(LiveCase("fcx_torchmetrics_list_state_uneven", torchrun(3, "fcx_torchmetrics_list_state_uneven.py"),
+                  ranks=3, settle=2.0))
