@@ -21,3 +21,9 @@ register(LiveCase("fcx_lightning_val_empty_all_gather", torchrun(3, "fcx_lightni
 # ranks 0 and 1 in the sync (gather_all_tensors' barrier) of their third image.
 register(LiveCase("fcx_torchmetrics_list_state_uneven", torchrun(3, "fcx_torchmetrics_list_state_uneven.py"),
                   ranks=3, settle=2.0))
+
+# DDP trainer whose DataLoader worker_init_fn broadcasts an augmentation seed from rank 0 (meta-pytorch/data#868,
+# pytorch/pytorch PR #85279), num_workers per rank (only rank 0 streams its shard: 1 worker), 3 ranks: rank 0's
+# worker waits in the broadcast, rank 0 in the DataLoader's queue, ranks 1 and 2 in step 0's gradient all_reduce.
+register(LiveCase("fcx_worker_init_seed_broadcast", torchrun(3, "fcx_worker_init_seed_broadcast.py"), ranks=3,
+                  settle=2.0))
