@@ -27,3 +27,20 @@ register(LiveCase("fcx_torchmetrics_list_state_uneven", torchrun(3, "fcx_torchme
 # worker waits in the broadcast, rank 0 in the DataLoader's queue, ranks 1 and 2 in step 0's gradient all_reduce.
 register(LiveCase("fcx_worker_init_seed_broadcast", torchrun(3, "fcx_worker_init_seed_broadcast.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape (NCCL, 3 GPUs, torchrun): pytorch/pytorch#44957's video model under DDP with SyncBatchNorm, whose forward
+# skips modelB on a clip's first frame; rank 1's clip is shorter: at step 3 it skips modelB; ranks 0 and 2 wait in
+# modelB's SyncBatchNorm forward (host copy after the all-gather), rank 1 at step 4 in modelA's.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fcx_syncbn_skipped_branch",
+    in_tree("fcx_syncbn_skipped_branch",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 3 "
+            "train_video.py"),
+    ranks=3, shape=True, settle=3.0, env=shape_env("fcx_syncbn_skipped_branch", str(LAUNCHERS)),
+))
