@@ -317,6 +317,8 @@ RULES: tuple[WaitRule, ...] = (
       says="waiting for the GPU (a synchronising call: .item(), .cpu(), synchronize)"),
     R("sleep", "libc", "", r"clock_nanosleep.*|__clock_nanosleep.*|nanosleep|__nanosleep|usleep", native=True,
       op="sleep", says="sleeping", weight=0),
+    R("lock", "python", "", r"lock_PyThread_acquire_lock|rlock_acquire|PyThread_acquire_lock(_timed)?|acquire_timed",
+      native=True, op="lock acquire", says="a Python lock's acquire (`with lock:`, lock.acquire())", **GENERIC),
     R("lock", "libc", "", r"pthread_cond_(timed)?wait.*|__pthread_cond_wait.*|__futex_abstimed_wait.*|futex_wait.*|"
       r"__lll_lock_wait.*|pthread_mutex_lock|sem_wait|std::condition_variable::wait.*|pthread_join.*|"
       r"__GI___futex.*|___pthread_cond_.*", native=True, op="wait", says="blocked on a lock or condition", **GENERIC),
@@ -331,6 +333,8 @@ RULES: tuple[WaitRule, ...] = (
 SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
     # (kind, regular expression over the line, op, says)
     ("work-wait", r"\.wait\(\s*\)", "wait", "an asynchronous collective's work handle (.wait())"),
+    ("store", r"(?i)\b\w*store\w*\.(wait|get)\(", "store",
+     "the c10d store: waiting for another rank to set a key (store.wait, store.get)"),
     ("device-sync", r"\.(item|cpu|tolist|numpy)\(\s*\)|cuda\.synchronize\(|\.synchronize\(\s*\)", "synchronize",
      "a synchronising call: waits for the GPU when the tensor is on it"),
     ("ddp-reducer", r"\.backward\(", "backward", "backward: DDP's gradient all_reduce runs inside it"),

@@ -64,10 +64,14 @@ def _communicates(found: Found, table: WaitTable) -> bool:
     return table.process_role((wait.call,)) is None
 
 
-def _any_thread_communicates(found: Found, table: WaitTable) -> bool:
-    """Some thread of it waits in a collective, a p2p call or on the GPU: rank work, whatever its main thread does."""
+def _any_thread_communicates(found: Found, table: WaitTable, *, but_main: bool = False) -> bool:
+    """Some thread of it (`but_main`: other than its main thread) waits in a collective, a p2p call or on the GPU:
+    rank work, whatever its main thread does."""
     for sample in found.samples:
+        main = sample.main_thread(found.pid) if but_main else None
         for thread in sample.threads:
+            if thread is main:
+                continue
             wait = table.classify(thread.frames) if thread.frames else None
             if wait is not None and (wait.communicates or wait.kind == "device-sync"):
                 return True
@@ -153,8 +157,9 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
             role = _role_of_awaited_thread(f, table)
         if role is not None and role.kind == "launcher" and _communicates(f, table):
             role = None  # a rank that runs inside a launcher-looking frame (a driver in an engine process)
-        elif role is not None and role.kind == "worker" and _any_thread_communicates(f, table):
-            role = None  # a rank whose main thread serves a helper pool (inductor's compile workers' reader)
+        elif role is not None and role.kind == "worker" and _any_thread_communicates(f, table, but_main=True):
+            role = None  # a rank whose main thread serves a helper pool (inductor's compile workers' reader); a
+            # worker whose own main thread communicates (a collective in a DataLoader's worker_init_fn) stays one
         program = "" if role is not None else launcher_in_command(f.cmdline)
         titled = helper_by_title(f.cmdline) if role is None and not program else None
         if role is None and not program and titled is None:

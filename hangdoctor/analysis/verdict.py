@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangdoctor.analysis.classes import RankClass, build_classes, where
+from hangdoctor.analysis.odd_paths import odd_path_suspects
 from hangdoctor.analysis.odd_threads import odd_thread_suspects
 from hangdoctor.analysis.p2p_pairs import P2pGap, p2p_gaps
 from hangdoctor.analysis.rendezvous import rendezvous_wait
@@ -98,7 +99,10 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
                                     set_aside=collection.set_aside, decided=decided, graph=graph)
     suspects = apply_causes(suspects, causes, graph, dims)
-    if not suspects:  # the main threads tell no rank apart: their other threads may
+    answered = {r for r, v in views.items() if v.responded}
+    if not suspects or all(set(s.ranks) >= answered for s in suspects):  # no rank told apart by where they are:
+        suspects = odd_path_suspects(views, places) or suspects  # how they came there may tell,
+    if not suspects:  # or their other threads
         suspects = odd_thread_suspects(collection.records, views, table)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
