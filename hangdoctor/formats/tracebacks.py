@@ -32,7 +32,7 @@ _GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?Frame 0x[0-9a-fA-F]+, for fil
 _IPYTHON = re.compile(r"^\s*File (?P<file>[^\s\"]+?):(?P<line>\d+), in (?P<name>[^\s(]+)")  # IPython 8
 _CELL = re.compile(r"^\s*Cell (?P<file>In ?\[\d+\]), line (?P<line>\d+)(?P<name>)")  # a notebook cell: <module>
 _RICH = re.compile(r"^\s*(?P<file>[^\s:]+\.py):(?P<line>\d+) in (?P<name>\S+)\s*$")  # rich's traceback panel
-_FLIGHT = re.compile(r"^\s*#\d+\s+(?P<name>\S+) from (?P<file>\S+?):(?P<line>\d+)\s*$")  # torch's watchdog
+_FLIGHT = re.compile(r"^\s*#\d+\s+(?P<name>\S.*?) from (?P<file>\S*):(?P<line>\d+)\s*$")  # torch's watchdog
 _BOX = re.compile(r"[─│╭╮╰╯┃━]")  # rich draws code and locals in boxes: such a line is no frame nor header
 _OUTER_FIRST = (_TRACEBACK, _RICH, _IPYTHON, _CELL)
 _INNER_FIRST = (_GDB, _FLIGHT)
@@ -101,11 +101,16 @@ class _Thread:
     named: str = ""  # multiprocessing's "Process NAME:" line named the child whose traceback follows
 
 
+_C_SOURCE = re.compile(r"^(\?\?)?$|\.(c|cc|cpp|cxx|h|hh|hpp|cu|cuh|so(\.\d+)*)$")  # a C/C++ frame's file, or none
+
+
 def _frame(match: re.Match) -> Frame:
     if match.re is _CELL:
         return interned.frame("<module>", match["file"], int(match["line"]), False)
     line = match["line"]
     native = match.groupdict().get("kind") == "C"
+    if match.re is _FLIGHT and _C_SOURCE.search(match["file"]):
+        native = True  # torch's symbolized stacks mix C++ and CPython's own frames (.cpp, .h, .c, ??) in
     file = _SITE.sub("", match["file"].replace("\\", "/"))  # a Windows path reads like any other
     return interned.frame(match["name"], file, int(line) if line.isdigit() else 0, native)
 
