@@ -50,6 +50,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _GUTTER = re.compile(r"^\s*(\d+)(?: |$)")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _QUOTE = re.compile(r"^\s*(?:> ?)+")  # one or more levels of quoting
+_BAR = re.compile(r"^\s*\| ?")  # a CI log viewer's gutter (Buildkite's, Jenkins'): "  | " before every line
 _PANEL = re.compile(r"^\s*│ ?(.*?)\s*│\s*$")  # a line inside a rich panel: its border
 
 
@@ -89,6 +90,9 @@ def clean(text: str) -> tuple[list[str], list[str]]:
     if _share(lines, _QUOTE) >= _SHARE:
         lines = [_QUOTE.sub("", line, count=1) for line in lines]
         notes.append("quote marks")
+    if _share(lines, _BAR) >= _SHARE:
+        lines = [_BAR.sub("", line, count=1) for line in lines]
+        notes.append("a log viewer's gutter")
     if sum(1 for line in lines if _PANEL.match(line)) >= 2:
         lines = [_PANEL.sub(r"\1", line) for line in lines]
         notes.append("a rich panel's border")

@@ -42,7 +42,6 @@ KNOWN_MISSES = {
                                                        "fn', 'via' lines): frames inside a person's sentences",
     "lmcache_4759_two_host_collector_banners_pid_headers_pyspy": "a collection script's host banners and pid headers over py-spy's thread lines: processes and hosts not split as the script meant",  # seventh paste batch, at first contact
     "nvidia_blog_gdb_thread_apply_all_bt_python_frames_inside_evalframe_args": "gdb's thread apply all bt with Python frames only inside _PyEval_EvalFrameDefault's arguments: no frame shape this reads",  # seventh paste batch, at first contact
-    "ray_53341_buildkite_pipe_gutter_actor_faulthandler_cut_by_abseil": "a Buildkite log's gutter before Ray's actor prefix, the dump cut by abseil's own lines: no frame found",  # seventh paste batch, at first contact
 }
 
 

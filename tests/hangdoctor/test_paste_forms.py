@@ -384,3 +384,16 @@ def test_a_lone_server_blocked_inside_a_request_is_the_program_not_set_aside(tmp
     assert main(["analyze", str(tmp_path / "paste.txt"), "--json"]) in (0, 1), capsys.readouterr().err
     data = json.loads(capsys.readouterr().out)
     assert [r["position"].split(" (")[0] for r in data["ranks"]] == ["future <- news_events"], data["ranks"]
+
+
+def test_a_ci_log_viewers_gutter_before_every_line_is_undone(tmp_path):
+    """Buildkite's (and Jenkins') log viewer copies each line behind a "  | " gutter (ray#53341's shape, before Ray's
+    own actor prefix): a real faulthandler dump behind both reads as one process with its stack."""
+    script = tmp_path / "actor.py"
+    script.write_text("import faulthandler, sys\n\ndef wait_for_peer():\n    faulthandler.dump_traceback(sys.stdout)\n"
+                      "\nwait_for_peer()\n")
+    dump = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60).stdout
+    text = "\n".join(f"  | (ThreadedActor pid=61934) {line}" for line in dump.splitlines())
+    processes, notes = read_text(text)
+    assert len(processes) == 1 and main_frames(processes[0]) == ["wait_for_peer", "<module>"]
+    assert "a log viewer's gutter" in notes
