@@ -239,8 +239,14 @@ RULES: tuple[WaitRule, ...] = (
     R("io", "python", "selectors.py", "select|EpollSelector.select|PollSelector.select", op="select", **GENERIC),
     R("work-wait", "ray", "ray/_private/worker.py", "get|Worker.get_objects|get_objects|wait", op="ray.get",
       says="a Ray object: another task's or actor's result"),
+    # Ray before 2.0 kept the worker in ray/worker.py
+    R("work-wait", "ray", "ray/worker.py", "get|Worker.get_objects|get_objects|wait", op="ray.get",
+      says="a Ray object: another task's or actor's result"),
     R("", "ray", "ray/_private/", "client_mode_hook.*|.*auto_init_wrapper|wrap_auto_init.*", role="layer"),
     R("io", "ray", "ray/_private/worker.py", "main_loop|Worker.main_loop", op="Ray task loop",
+      says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)"),
+    # Ray before 2.0 kept the worker in ray/worker.py
+    R("io", "ray", "ray/worker.py", "main_loop|Worker.main_loop", op="Ray task loop",
       says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)"),
     R("io", "pyzmq", "zmq/", "poll|Poller.poll|recv.*|Socket.recv.*|send.*|Socket.send.*|select", op="zmq",
       says="a ZeroMQ socket", **GENERIC),
@@ -261,6 +267,8 @@ RULES: tuple[WaitRule, ...] = (
     R("launcher", "deepspeed", "deepspeed/launcher/", ".*", op="deepspeed launcher", role="process"),
     R("launcher", "accelerate", "accelerate/commands/", ".*", op="accelerate launch", role="process"),
     R("worker", "torch", "torch/utils/data/_utils/worker.py", "_worker_loop", op="DataLoader worker", role="process"),
+    R("worker", "torchdata", "torchdata/stateful_dataloader/worker.py", "_worker_loop",
+      op="DataLoader worker (torchdata's StatefulDataLoader)", role="process"),
     R("worker", "torch", "torch/_inductor/compile_worker/", ".*", op="inductor compile worker", role="process"),
     R("launcher", "vllm", "vllm/entrypoints/openai/api_server.py", ".*", op="vLLM API server", role="process"),
     R("launcher", "vllm", "vllm/entrypoints/api_server.py", ".*", op="vLLM API server", role="process"),
@@ -276,6 +284,9 @@ RULES: tuple[WaitRule, ...] = (
     # a Ray driver or controller actor blocked in ray.get waits for its actors' results: not a rank (verl's
     # main_ppo and TaskRunner, OpenRLHF's trainer); an actor with no task idles in main_loop (a wait row below)
     R("launcher", "ray", "ray/_private/worker.py", "get|Worker.get_objects|get_objects|wait", op="Ray driver (ray.get)",
+      role="process"),
+    # Ray before 2.0 kept the worker in ray/worker.py
+    R("launcher", "ray", "ray/worker.py", "get|Worker.get_objects|get_objects|wait", op="Ray driver (ray.get)",
       role="process"),
     R("worker", "python", "multiprocessing/pool.py", "worker", op="multiprocessing pool worker", role="process"),
     R("worker", "pyspark", "pyspark/daemon.py", ".*", op="PySpark's Python worker daemon", role="process"),

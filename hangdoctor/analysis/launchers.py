@@ -22,6 +22,7 @@ _HELPER_TITLES = (("ForkPoolWorker-", "worker", "a multiprocessing pool worker")
                   ("SpawnPoolWorker-", "worker", "a multiprocessing pool worker"),
                   ("ForkServerPoolWorker-", "worker", "a multiprocessing pool worker"),
                   ("ray::TrainController", "launcher", "Ray Train's controller"),
+                  ("ray::BackendExecutor", "launcher", "Ray Train's backend executor (its controller before 2.0)"),
                   ("ray::SynchronizationActor", "worker", "Ray Train's synchronization actor"),
                   ("ray::_TrainingWorkerGroup", "launcher", "Ray Train's worker group"))
 _TITLE_PREFIXES = tuple(prefix for prefix, _, _ in _HELPER_TITLES)

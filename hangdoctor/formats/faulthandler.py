@@ -22,14 +22,16 @@ from hangdoctor.formats import frames as interned
 from hangdoctor.model import ThreadStack
 
 # a thread's id, or one a person elided ("Thread 0x… (most recent call first):"): then it tells no thread apart
-_THREAD = re.compile(r"^\s*(Current thread|Thread) (0x[0-9a-fA-F]*(?:…|\.\.\.)|0x[0-9a-fA-F]+) \(most recent call first\):\s*$")
+# (Python 3.14 and later name the thread too: "Thread 0x7f9c2effd6c0 [gc-collector] (most recent call first):")
+_THREAD = re.compile(r"^\s*(Current thread|Thread) (0x[0-9a-fA-F]*(?:…|\.\.\.)|0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
+                     r"\(most recent call first\):\s*$")
 _FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.+?)\s*$')  # indented, unless a paste lost it
 _SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
 
 
 def looks_like(text: str) -> bool:
-    return bool(re.search(r"^(Current thread|Thread) 0x(?:[0-9a-fA-F]+|[0-9a-fA-F]*(?:…|\.\.\.)) \(most recent call "
-                          r"first\):", text, re.M))
+    return bool(re.search(r"^(Current thread|Thread) 0x(?:[0-9a-fA-F]+|[0-9a-fA-F]*(?:…|\.\.\.))(?: \[[^\]]*\])? "
+                          r"\(most recent call first\):", text, re.M))
 
 
 _OTHER_HEAD = re.compile(r"^(Fatal Python error|Timeout \(\d+:\d\d:\d\d\)!|Stack \(most recent call first\))")

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 _TIMESTAMP = re.compile(
     r"^\s*\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"  # date and time
     r"(?:\s*[-|]?\s*\[?(?:TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?)?"  # level
-    r"(?:\s*[-|]?\s*\[?[\w.]+(?::\d+)?\]?(?=\s*[-|:]\s))?"  # logger or file:line, before a separator
-    r"(?:\s*[-|:]\s?|\s?)"  # a separator, else one space: the indentation after it is the text's own
+    r"(?:\s*[-|]?\s*\[?[\w.-]+(?::\d+)?\]?(?=\s*(?:[-|:]|>>?)\s))?"  # logger, file:line or worker, before a separator
+    r"(?:\s*(?:[-|:]|>>?)\s?|\s?)"  # a separator, else one space: the indentation after it is the text's own
 )
 _LOG_HEADER = re.compile(r"^[^\]\n]{0,100}?\b\d\d:\d\d:\d\d\b[^\]\n]{0,100}?\]\s?")  # "ERROR 01-29 20:00:47 x.py:240] "
 _KEYED = (

@@ -34,7 +34,8 @@ from hangdoctor.formats.paste import Source, split_sources
 from hangdoctor.model import ERROR, OK, Frame, ThreadStack
 
 _PROCESS = re.compile(r"^Process (\d+): ?(.*)$")
-_THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
+# a thread id, or a placeholder a person put in its place ("Thread <pid> (active):" in a post that hid its ids)
+_THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+|<\w+>)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
 _FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<loc>[^()]*)\)$")
 _LOCALS_HEADER = ("Arguments:", "Locals:")
 # the shell command a paste shows before py-spy's answer: "$ sudo py-spy dump --pid 51740" names the process that a
@@ -193,7 +194,8 @@ class _Parser:
             self.header_seen()
             self.close_error()
             raw_id = thread_match[1]
-            tid = int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
+            placeholder = raw_id.startswith("<")
+            tid = 0 if placeholder else int(raw_id, 16) if raw_id.startswith("0x") else int(raw_id)
             flags = (thread_match[2] or "").lower()
             name = thread_match[3] or ""
             waiting = self.thread if self.thread is not None and not self.thread.frames and name == "MainThread" \
@@ -204,7 +206,7 @@ class _Parser:
             else:
                 self.close_thread()
             if self.current is None or (name == "MainThread" and any(t.name == "MainThread" for t in self.current.threads)):
-                self.current = TextProcess(pid=tid if not raw_id.startswith("0x") else 0)
+                self.current = TextProcess(pid=tid if not raw_id.startswith(("0x", "<")) else 0)
                 self.processes.append(self.current)
             self.thread = _Thread(tid, name, ("active" in flags) if flags else None, ("gil" in flags) if flags else None)
             return

@@ -6,10 +6,12 @@ frames is never refused: what is read is used, and what is not is said."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from hangdoctor.formats import faulthandler, tracebacks
 from hangdoctor.formats.paste import Source, split_sources
+from hangdoctor.formats.pyspy_json import parse_threads, pid_of
 from hangdoctor.formats.pyspy_text import TextProcess, parse_frame, parse_source, place
 from hangdoctor.model import ERROR
 
@@ -80,10 +82,35 @@ def fold_rounds(found: list[TextProcess], keys: list, *, stated_interval: bool) 
     return out
 
 
+def embedded_json(text: str) -> tuple[list[TextProcess], str]:
+    """py-spy's `--json` output pasted among other text (after the shell line that ran it, between sentences): each
+    JSON list of threads standing on lines of its own is read as py-spy's JSON and taken out of the text."""
+    lines, kept, found, i = text.splitlines(), [], [], 0
+    while i < len(lines):
+        if lines[i].strip() == "[":
+            indent = len(lines[i]) - len(lines[i].lstrip())
+            end = next((j for j in range(i + 1, len(lines))
+                        if lines[j].strip() == "]" and len(lines[j]) - len(lines[j].lstrip()) == indent), None)
+            threads, data = (), None
+            if end is not None:
+                try:
+                    data = json.loads("\n".join(lines[i:end + 1]))
+                    threads = parse_threads(data)
+                except (ValueError, TypeError, RecursionError):
+                    threads = ()
+            if threads:
+                found.append(TextProcess(pid=pid_of(data) or 0, threads=list(threads)))
+                i = end + 1
+                continue
+        kept.append(lines[i])
+        i += 1
+    return found, "\n".join(kept) if found else text
+
+
 def read_text(text: str) -> tuple[list[TextProcess], list[str]]:
     """Every process a text shows, in reading order, and notes on what was undone to read it."""
-    processes: list[TextProcess] = []
-    notes: list[str] = []
+    processes, text = embedded_json(text) if "[" in text else ([], text)
+    notes: list[str] = ["py-spy's JSON among other text"] if processes else []
     for source in split_sources(text):
         found, shape = _read_source(source)
         processes += place(found, source)

@@ -42,6 +42,8 @@ KNOWN_MISSES = {
                                                        "fn', 'via' lines): frames inside a person's sentences",
     "lmcache_4759_two_host_collector_banners_pid_headers_pyspy": "a collection script's host banners and pid headers over py-spy's thread lines: processes and hosts not split as the script meant",  # seventh paste batch, at first contact
     "nvidia_blog_gdb_thread_apply_all_bt_python_frames_inside_evalframe_args": "gdb's thread apply all bt with Python frames only inside _PyEval_EvalFrameDefault's arguments: no frame shape this reads",  # seventh paste batch, at first contact
+    "pytorch54818_process_timed_out_faulthandler_listener_is_current": "torch's MultiProcessTestCase line 'Process 3 timed out with traceback:' names the rank of the faulthandler dump after it; the faulthandler reader takes no rank from a line before a dump",  # ninth paste batch, at first contact
+    "skillspool_sglang_hang_skill_flat_elided_pyspy_excerpt": "an illustrative excerpt with its indentation flattened, a thread header without an id and frames without a line number among prose lines: too little of any dump's shape to read",  # ninth paste batch, at first contact
 }
 
 
