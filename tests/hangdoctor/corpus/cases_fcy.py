@@ -21,3 +21,10 @@ register(LiveCase("fcy_zero_opt_step_except_continue", torchrun(3, "fcy_zero_opt
 # dist.barrier(); ranks 0 and 1 wait in batch 3's backward (DDP all-reduce).
 register(LiveCase("fcy_atexit_barrier_short_shard", torchrun(3, "fcy_atexit_barrier_short_shard.py"), ranks=3,
                   settle=2.0))
+
+# Expert-parallel MoE with a hand-written all-to-all dispatcher, token counts exchanged on a CPU (gloo) group
+# (pytorch/pytorch#117486; fairscale MOELayer / Megatron alltoall dispatcher shape), 3 ranks: rank 1's tokens
+# overflow one expert's capacity, it drops the overflow and redoes the count all_to_all alone; ranks 0 and 2 wait in
+# the token all_to_all_single.
+register(LiveCase("fcy_moe_a2a_overflow_recount", torchrun(3, "fcy_moe_a2a_overflow_recount.py"), ranks=3,
+                  settle=2.0))
