@@ -28,3 +28,19 @@ register(LiveCase("fcy_atexit_barrier_short_shard", torchrun(3, "fcy_atexit_barr
 # the token all_to_all_single.
 register(LiveCase("fcy_moe_a2a_overflow_recount", torchrun(3, "fcy_moe_a2a_overflow_recount.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape (NCCL, 4 GPUs, Lightning's subprocess launcher): Lightning-AI/pytorch-lightning#20187, OnExceptionCheckpoint
+# under DDP: rank 2's training_step raises at step 3; Trainer.fit's interrupt handling runs on_exception, whose
+# save_checkpoint waits in the strategy barrier; ranks 0, 1, 3 queued step 3's gradient all-reduce and block in the
+# logger connector's Tensor.item (convert_tensors_to_scalars).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fcy_lightning_on_exception_ckpt",
+    in_tree("fcy_lightning_on_exception_ckpt", f"{shlex.quote(PYTHON)} train.py"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fcy_lightning_on_exception_ckpt"),
+))
