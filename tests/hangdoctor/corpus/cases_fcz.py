@@ -1,0 +1,22 @@
+"""First-contact batch Z (fourteenth first-contact round, part Z): live cases from public programs and reports on
+per-node MASTER_PORTs, an accelerate gather of an empty tensor on one rank, a sharded optimizer step skipped by a
+rank-local GradScaler, ... (see each case.json); and one shape case."""
+
+import shlex
+
+from tests.hangdoctor.corpus.live import FIXTURES, LiveCase, register, torchrun
+from tests.support import PYTHON
+
+# Two "nodes" whose job script each export MASTER_PORT=$(get_open_port) (pytorch/pytorch#76069), 3 ranks: node 1
+# (ranks 0, 1) and node 2 (rank 2) point at different ports; rank 2 retries a port nobody listens on, rank 0 waits
+# for the third worker in the store it hosts, rank 1 in the gloo rendezvous.
+_PY = shlex.quote(PYTHON)
+_FX = shlex.quote(str(FIXTURES / "fcz_slurm_node_port_mismatch.py"))
+register(LiveCase(
+    "fcz_slurm_node_port_mismatch",
+    ("sh", "-c",
+     f"P1=$({_PY} {_FX} --open-port); P2=$({_PY} {_FX} --open-port); export WORLD_SIZE=3 MASTER_ADDR=127.0.0.1; "
+     f"HD_CORPUS_HOST=node1 RANK=0 LOCAL_RANK=0 MASTER_PORT=$P1 {_PY} {_FX} & sleep 0.3; "
+     f"HD_CORPUS_HOST=node1 RANK=1 LOCAL_RANK=1 MASTER_PORT=$P1 {_PY} {_FX} & sleep 0.3; "
+     f"HD_CORPUS_HOST=node2 RANK=2 LOCAL_RANK=0 MASTER_PORT=$P2 {_PY} {_FX} & wait"),
+    ranks=3, settle=4.0))
