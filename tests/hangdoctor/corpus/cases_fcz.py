@@ -1,6 +1,6 @@
 """First-contact batch Z (fourteenth first-contact round, part Z): live cases from public programs and reports on
-per-node MASTER_PORTs, an accelerate gather of an empty tensor on one rank, a sharded optimizer step skipped by a
-rank-local GradScaler, ... (see each case.json); and one shape case."""
+per-node MASTER_PORTs, a lock-order deadlock between a metrics registry and the logging handler, a node-local
+multiprocessing.Barrier skipped by one rank, ... (see each case.json); and one shape case."""
 
 import shlex
 
@@ -20,3 +20,11 @@ register(LiveCase(
      f"HD_CORPUS_HOST=node1 RANK=1 LOCAL_RANK=1 MASTER_PORT=$P1 {_PY} {_FX} & sleep 0.3; "
      f"HD_CORPUS_HOST=node2 RANK=2 LOCAL_RANK=0 MASTER_PORT=$P2 {_PY} {_FX} & wait"),
     ranks=3, settle=4.0))
+
+
+# DDP trainer with a metrics registry whose __str__ takes its lock and a flusher thread that logs under that lock
+# (storaged-project/blivet#1500, the same ABBA with the logging handler's lock), 3 ranks: on rank 1 the main thread
+# (handler lock held, in __str__) and the flusher (registry lock held, in Handler.acquire) deadlock at step 3; ranks 0
+# and 2 wait in step 3's DDP gradient all_reduce.
+register(LiveCase("fcz_registry_logging_lock_order", torchrun(3, "fcz_registry_logging_lock_order.py"), ranks=3,
+                  settle=2.5))
