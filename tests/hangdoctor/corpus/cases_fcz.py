@@ -28,3 +28,9 @@ register(LiveCase(
 # and 2 wait in step 3's DDP gradient all_reduce.
 register(LiveCase("fcz_registry_logging_lock_order", torchrun(3, "fcz_registry_logging_lock_order.py"), ranks=3,
                   settle=2.5))
+
+# mp.spawn with a multiprocessing.Barrier as the node-local main-process-first gate (martin-kukla/distributed-llm-
+# code-samples test_mp_barrier_gpus.py; huggingface/transformers PR #12351), 3 ranks: rank 0's cache write fails and
+# its except skips barrier.wait(); rank 0 waits in DDP's constructor, ranks 1 and 2 in Barrier.wait.
+register(LiveCase("fcz_spawn_mp_barrier_main_first", (PYTHON, "{fixtures}/fcz_spawn_mp_barrier_main_first.py"),
+                  ranks=3, settle=2.0))
