@@ -34,3 +34,8 @@ register(LiveCase("fcz_registry_logging_lock_order", torchrun(3, "fcz_registry_l
 # its except skips barrier.wait(); rank 0 waits in DDP's constructor, ranks 1 and 2 in Barrier.wait.
 register(LiveCase("fcz_spawn_mp_barrier_main_first", (PYTHON, "{fixtures}/fcz_spawn_mp_barrier_main_first.py"),
                   ranks=3, settle=2.0))
+
+# accelerate loop with a per-rank prediction writer thread whose except skips task_done() (RagnarGrootKoerkamp/
+# BAPCtools PR #268, Rikorose/DeepFilterNet PR #245), 3 ranks: rank 2's step-4 dump fails, its main thread waits in
+# queue.join() for ever; ranks 0 and 1 wait in accelerator.wait_for_everyone().
+register(LiveCase("fcz_accel_writer_queue_join", torchrun(3, "fcz_accel_writer_queue_join.py"), ranks=3, settle=2.0))
