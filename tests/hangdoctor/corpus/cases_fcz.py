@@ -39,3 +39,18 @@ register(LiveCase("fcz_spawn_mp_barrier_main_first", (PYTHON, "{fixtures}/fcz_sp
 # BAPCtools PR #268, Rikorose/DeepFilterNet PR #245), 3 ranks: rank 2's step-4 dump fails, its main thread waits in
 # queue.join() for ever; ranks 0 and 1 wait in accelerator.wait_for_everyone().
 register(LiveCase("fcz_accel_writer_queue_join", torchrun(3, "fcz_accel_writer_queue_join.py"), ranks=3, settle=2.0))
+
+
+# Shape (NCCL, 4 GPUs, torchrun; 8 in the thread): meta-pytorch/torchrec#189, a two-tower model with a torchrec
+# sharded EmbeddingCollection trained on per-rank shards of unequal size: in the last epoch ranks 2 and 3 run out of
+# batches one batch early and exit; ranks 0 and 1 wait in the user embedding's input_dist (the lengths all-to-all,
+# host copy of the lengths) for peers that are gone.
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+
+register(LiveCase(
+    "fcz_torchrec_uneven_batches_exit",
+    in_tree("fcz_torchrec_uneven_batches_exit",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 4 "
+            "src/main_torchrec.py"),
+    ranks=4, shape=True, settle=3.0, env=shape_env("fcz_torchrec_uneven_batches_exit", str(LAUNCHERS)),
+))
