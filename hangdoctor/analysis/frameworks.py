@@ -233,6 +233,11 @@ RULES: tuple[WaitRule, ...] = (
     R("lock", "python", "queue.py", "get|put|join", op="queue", says="a queue", **GENERIC),
     R("lock", "python", "logging/__init__.py", "Handler.acquire|acquire|_acquireLock", op="logging lock",
       says="a logging handler's lock (held by the thread that is writing a record)", **GENERIC),
+    # a Barrier or Event shared between processes (an mp.spawn job's own barrier): it waits for other processes,
+    # which may be the job's other ranks, not for something of this rank's own
+    R("barrier", "python", "multiprocessing/synchronize.py", "Condition.wait_for|Event.wait",
+      op="multiprocessing barrier", says="a barrier or event shared between processes: the processes it waits for "
+      "may be other ranks (multiprocessing.Barrier, multiprocessing.Event)", sure="medium"),
     R("io", "python", "multiprocessing/", "get|recv|recv_bytes|_recv_bytes|_recv|poll|_poll|wait|join|"
       "Connection.recv|Connection.poll|Popen.wait|Popen.poll|BaseProcess.join|put|_send", op="multiprocessing",
       says="another process (a pipe, queue or join)", **GENERIC),

@@ -104,6 +104,9 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
         suspects = odd_path_suspects(views, places) or suspects  # how they came there may tell,
     if not suspects:  # or their other threads
         suspects = odd_thread_suspects(collection.records, views, table)
+    # a low suspect that holds every rank that answered ("apart from the others", "waits on the GPU") tells no rank
+    # apart: what else is suspected comes first (ranks that exited before the dumps, which they may all wait for)
+    suspects.sort(key=lambda s: s.confidence == "low" and set(s.ranks) >= answered)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
         suspects, hints = with_sequence(sequences, suspects, hints, dims, unread)
