@@ -46,6 +46,7 @@ _RANK_SECTION = re.compile(r"^\W*\s*[Rr]ank\s+[:#=]?\s*(\d+)\s*\W*$")  # a line 
 _ACTOR_RANK = re.compile(r"\brank[=_ :]?(\d+)", re.I)
 _FRAMEISH = re.compile(r'^\s*(?:#\d+ |File "|\(Python\) |\S+ \(.*:(?:\d+|\.\.\.)\)\s*$)')
 _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
+_RANK_SHARE = 0.2  # PyTorch's own `[rank3]:` (three lines or more): a launcher's unprefixed traceback may follow
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _GUTTER = re.compile(r"^\s*(\d+)(?: |$)")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
@@ -72,6 +73,10 @@ def _share(lines: list[str], pattern: re.Pattern) -> float:
     if not content:
         return 0.0
     return sum(1 for line in content if pattern.match(line)) / len(content)
+
+
+def _count(lines: list[str], pattern: re.Pattern) -> int:
+    return sum(1 for line in lines if pattern.match(line))
 
 
 def clean(text: str) -> tuple[list[str], list[str]]:
@@ -116,8 +121,13 @@ def split_sources(text: str) -> list[Source]:
 
 
 def _strip_headers(lines: list[str], notes: list[str]) -> tuple[list[str], list[str]]:
-    """Timestamps and log headers that start most lines, removed."""
+    """Timestamps and log headers that start most lines, removed; not a header that starts with a rank's or an
+    actor's own prefix (`(VllmWorker rank=1 pid=N) ERROR 01-29 20:00:47 [x.py:522] `): that prefix is split on
+    first, and the header inside it goes at the next level."""
+    keyed = [pattern for kind, pattern in _KEYED if kind in ("rank", "pid")]
     for pattern, what in ((_TIMESTAMP, "timestamps"), (_LOG_HEADER, "log headers")):
+        if pattern is _LOG_HEADER and any(_share(lines, k) >= _SHARE for k in keyed):
+            continue
         if _share(lines, pattern) >= _SHARE:
             lines = [pattern.sub("", line, count=1) if pattern.match(line) else line for line in lines]
             notes = notes + [what] if what not in notes else notes
@@ -137,7 +147,8 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
             out += _split(lines[start + 1:end], here, {**known, "rank": rank}, depth + 1)
         return out
     for kind, pattern in _KEYED if depth < 3 else ():
-        if _share([line for line in lines if not _FRAMEISH.match(line)], pattern) < _SHARE:
+        body = [line for line in lines if not _FRAMEISH.match(line)]
+        if _share(body, pattern) < (_RANK_SHARE if kind == "rank" and _count(body, pattern) >= 3 else _SHARE):
             continue  # (frames printed without the prefix of the line before them do not count against it)
         groups: dict[str, list[str]] = {}
         ranks: dict[str, int] = {}

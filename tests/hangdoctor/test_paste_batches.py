@@ -44,6 +44,11 @@ KNOWN_MISSES = {
     "nvidia_blog_gdb_thread_apply_all_bt_python_frames_inside_evalframe_args": "gdb's thread apply all bt with Python frames only inside _PyEval_EvalFrameDefault's arguments: no frame shape this reads",  # seventh paste batch, at first contact
     "pytorch54818_process_timed_out_faulthandler_listener_is_current": "torch's MultiProcessTestCase line 'Process 3 timed out with traceback:' names the rank of the faulthandler dump after it; the faulthandler reader takes no rank from a line before a dump",  # ninth paste batch, at first contact
     "skillspool_sglang_hang_skill_flat_elided_pyspy_excerpt": "an illustrative excerpt with its indentation flattened, a thread header without an id and frames without a line number among prose lines: too little of any dump's shape to read",  # ninth paste batch, at first contact
+    "lilbee594_windows_ci_hang_watchdog_pyspy_native_errors_every_worker_no_frames": "py-spy's 'Failed to find python version' for every worker and no frame: read as processes that did not answer (exit 1), where the truth says a paste with no stack (one Error line)",  # tenth paste batch, at first contact
+    "marin5345_iris_threaddump_pyspy_subprocesses_partial_stdout_then_stderr_error": "py-spy's error for an unnamed non-Python child under a '--- stderr ---' heading is read as a second process that did not answer",  # tenth paste batch, at first contact
+    "rclpy1437_ros2_launch_node_prefix_faulthandler_abort_single_thread": "ros2 launch's '[bridge_node-1] ' prefix on every node line is no prefix this reads: the faulthandler dump behind it is not found",  # tenth paste batch, at first contact
+    "sglang10216_c10_frames_then_fatal_aborted_watchdog_thread_and_spawned_scheduler": "the [rank3]: watchdog lines name the rank, but the faulthandler dump after them carries no prefix: its process gets no rank",  # tenth paste batch, at first contact
+    "verl1691_quoted_ansi_ray_prefix_with_ip_c10_frames_fatal_aborted_current_last": "Ray's '(WorkerDict pid=N, ip=...)' prefix with colour codes left on some lines after the quote marks: the actor's rank (sglang's scheduler_TP1) is not read",  # tenth paste batch, at first contact
 }
 
 
