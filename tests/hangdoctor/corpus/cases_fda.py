@@ -27,3 +27,22 @@ register(LiveCase("fda_ckpt_bcast_len_cache_skip", torchrun(3, "fda_ckpt_bcast_l
 # skips a NaN-loss step without sending the gradient back; rank 0 waits in recv for the gradient, rank 1 in recv for
 # the next activations.
 register(LiveCase("fda_pipe2_nan_skip_backward", torchrun(2, "fda_pipe2_nan_skip_backward.py"), ranks=2, settle=2.0))
+
+
+# Shape (NCCL, PP=4 TP=1 on 4 GPUs; PP=4 TP=2 on 8 H100s in the thread): dylanyunlon/Neuron_SP#51, a Megatron-style
+# finalize_model_grads whose word-embedding gradient all_reduce over the embedding group (first and last stage) is
+# guarded by is_pipeline_first_stage(): rank 0 waits in that all_reduce after step 0, the last stage (rank 3) printed
+# step 0's loss and, with ranks 1-2, waits in iteration 1's recv_forward.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fda_megatron_embed_grad_first_stage_only",
+    in_tree("fda_megatron_embed_grad_first_stage_only",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 4 "
+            "pretrain_gpt.py --pipeline-model-parallel-size 4 --tensor-model-parallel-size 1 --micro-batch-size 2 "
+            "--global-batch-size 32 --num-layers 32 --hidden-size 4096 --train-iters 100"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fda_megatron_embed_grad_first_stage_only", str(LAUNCHERS)),
+))
