@@ -93,7 +93,12 @@ class LiveJob:
         """rank -> pid, from the markers the ranks wrote."""
         pids = {}
         for marker in self.markers.glob("rank*"):
-            text = marker.read_text().strip()
+            if not marker.name[4:].isdigit():
+                continue  # "rank1.tmp": being written, renamed to "rank1" in a moment (common.ready)
+            try:
+                text = marker.read_text().strip()
+            except FileNotFoundError:
+                continue
             if text.isdigit():
                 pids[int(marker.name[4:])] = int(text)
         return pids
