@@ -13,10 +13,15 @@ from tests.support import PYTHON, REPO, child_env, run_bounded
 
 def _param(name: str):
     """A live case whose attach form is a known miss (case.json's known_miss, or known_miss_live for what only
-    this test's `attach --pid` misses) is expected to fail, strictly."""
-    why = known_miss(CORPUS / name, {"paths": ["attach"]}) or \
-        json.loads((CORPUS / name / "case.json").read_text()).get("known_miss_live")
-    return pytest.param(name, marks=[pytest.mark.xfail(reason=why, strict=True)] if why else [])
+    this test's `attach --pid` misses) is expected to fail, strictly. One whose live verdict depends on where
+    py-spy happens to catch its ranks (case.json's `live_unstable`, with why) may fail, and says so."""
+    case = json.loads((CORPUS / name / "case.json").read_text())
+    why = known_miss(CORPUS / name, {"paths": ["attach"]}) or case.get("known_miss_live")
+    if why:
+        return pytest.param(name, marks=[pytest.mark.xfail(reason=why, strict=True)])
+    if case.get("live_unstable"):
+        return pytest.param(name, marks=[pytest.mark.xfail(reason=case["live_unstable"], strict=False)])
+    return pytest.param(name)
 
 
 LIVE = sorted(name for name, case in load_cases().items() if not case.shape and not case.gpu)
