@@ -180,12 +180,26 @@ def _local_target(args: argparse.Namespace):
     return target, ProcessesState(pids), log, True
 
 
+# A batch job is RUNNING a moment before slurmstepd creates its output file: the job's own log, not there yet, is
+# waited for this long before it is called missing (a --log the user names is checked at once).
+LOG_APPEARS_S = 20.0
+
+
+def _appears(path: Path, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not path.exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def _progress(args: argparse.Namespace, log: Path | None, running: bool) -> list:
     from hangdoctor.throughput.progress import HeartbeatProgress, LogProgress, compile_iteration_regex
 
     sources = []
     if log is not None:
-        if running and not log.exists():
+        if running and not _appears(log, 0.0 if args.log else LOG_APPEARS_S):
             what = "a symbolic link that leads nowhere (a loop, or its target is gone)" if log.is_symlink() else \
                 "no such file"
             raise CommandError(f"log {log}: {what}", hint="pass the run's log with --log FILE",

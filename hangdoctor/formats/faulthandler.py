@@ -106,5 +106,50 @@ def round_key(block: str) -> tuple[frozenset, float] | None:
     return frozenset(ids), float(seconds)
 
 
+# faulthandler writes a line in pieces (`  File "`, the file, `", line `, the number, ` in `, the name): processes
+# appending to one log at the same moment interleave those pieces
+_PIECE = re.compile(r'File "|, line \d+ in |\(most recent call first\)|Thread 0x|Timeout \(\d')
+_TRACEBACK_FRAME = re.compile(r'^\s*File ".*", line \d+, in \S')
+
+
+def _torn_line(line: str) -> bool:
+    """A line holding pieces of faulthandler's lines that is none of them whole."""
+    if _THREAD.match(line) or _OTHER_HEAD.match(line.strip()) or _TRACEBACK_FRAME.match(line):
+        return False
+    frame = _FRAME.match(line)
+    if frame:
+        return bool(_PIECE.search(frame.group(3)) or '"' in frame.group(3))
+    return bool(_PIECE.search(line))
+
+
+def _torn(lines: list[str]) -> bool:
+    """A torn line, or a thread header right after another: faulthandler writes a frame, or "<no Python frame>",
+    under every thread, so a header without one is another process's, written in between."""
+    heads = [i for i, line in enumerate(lines) if _THREAD.match(line)]
+    return any(_torn_line(line) for line in lines) or any(b == a + 1 for a, b in zip(heads, heads[1:]))
+
+
+def torn_blocks(blocks: list[str]) -> tuple[set[int], set[int]]:
+    """Which blocks (split_processes's) are torn by another process's writes, and are rounds of processes whose
+    other rounds are whole: processes that append a dump that repeats to one log interleave when two write at the
+    same moment. A block is torn where a line of it is (pieces of two lines), where a thread of it shows no frame,
+    or where its threads meet two processes whose whole rounds share no thread (a block of both). It is set aside
+    only where every thread it names has a whole round elsewhere; else it is the only look at a process, and kept.
+    Returns (set aside, kept torn)."""
+    ids = [[m.group(2).lower() for line in block.splitlines() if (m := _THREAD.match(line))] for block in blocks]
+    broken = {i for i, block in enumerate(blocks) if _torn(block.splitlines())}
+    whole = {frozenset(tids) for i, tids in enumerate(ids) if i not in broken and tids}
+    holding: dict[str, list[frozenset]] = {}
+    for identity in whole:
+        for tid in identity:
+            holding.setdefault(tid, []).append(identity)
+    for i, tids in enumerate(ids):
+        met = list({identity for tid in tids for identity in holding.get(tid, ()) if identity != frozenset(tids)})
+        if any(not a & b for j, a in enumerate(met) for b in met[j + 1:]):
+            broken.add(i)
+    aside = {i for i in broken if ids[i] and all(tid in holding for tid in ids[i])}
+    return aside, broken - aside
+
+
 def _elided(tid: str) -> bool:
     return tid.endswith(("…", "..."))

@@ -38,17 +38,26 @@ def _shape(lines: list[str]) -> str:
 def _read_source(source: Source) -> tuple[list[TextProcess], str]:
     shape = _shape(source.lines)
     if shape == "faulthandler":
-        text = "\n".join(source.lines)
-        dumps = [(threads, faulthandler.round_key(block)) for block in faulthandler.split_processes(text)
-                 if (threads := faulthandler.parse(block, 0, server=False))]
+        blocks = faulthandler.split_processes("\n".join(source.lines))
+        torn, kept_torn = faulthandler.torn_blocks(blocks)
+        dumps = [(threads, faulthandler.round_key(block)) for i, block in enumerate(blocks)
+                 if i not in torn and (threads := faulthandler.parse(block, 0, server=False))]
         if not dumps:  # frames without faulthandler's thread header: one thread of one process
-            dumps = [(faulthandler.parse("Thread 0x0 (most recent call first):\n" + text, 0, server=False), None)]
+            dumps = [(faulthandler.parse("Thread 0x0 (most recent call first):\n" + "\n".join(source.lines), 0,
+                                         server=False), None)]
         found = fold_rounds([TextProcess(pid=0, threads=list(threads)) for threads, _ in dumps],
                             [key for _, key in dumps], stated_interval=True)
         found = [proc for proc in found if proc.threads]
         if len(found) > 1:
             shape = (f"{len(found)} processes' Python dumps in one file, read as {len(found)} ranks in the order "
                      "they appear (faulthandler names no pid nor rank)")
+        if torn:
+            shape += (f"; {len(torn)} round{'s' if len(torn) > 1 else ''} torn by another process's writes (lines "
+                      "interleaved) set aside, their processes' whole rounds read")
+        if kept_torn:
+            shape += (f"; {len(kept_torn)} round{'s' if len(kept_torn) > 1 else ''} torn by another process's writes "
+                      "(lines interleaved) read as they are, the only look at some thread: their processes and "
+                      "frames may be mixed")
         return found, shape
     if shape == "none":
         return [], shape
