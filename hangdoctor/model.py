@@ -138,6 +138,14 @@ class ProfiledStack:
 
 
 @dataclass(slots=True)
+class ChildProfile:
+    """A child process of a rank (a DataLoader worker, ...), sampled by the rank's own profiler."""
+
+    pid: int
+    stacks: tuple[ProfiledStack, ...] = ()
+
+
+@dataclass(slots=True)
 class RankProfile:
     """A rank sampled for some seconds without pausing it (`attach --profile`: py-spy record --nonblocking)."""
 
@@ -147,6 +155,7 @@ class RankProfile:
     seconds: float = 0.0
     samples: int = 0  # samples taken (each counts every thread once)
     stacks: tuple[ProfiledStack, ...] = ()
+    children: tuple[ChildProfile, ...] = ()
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
+from hangdoctor.analysis.loader_workers import loader_busy
 from hangdoctor.analysis.waits import WaitTable, default_table, innermost_python
 from hangdoctor.model import OK, Collection, RankRecord, Stack
 
@@ -40,6 +41,8 @@ class RankShares:
     shares: dict[str, float]  # activity (a wait kind, or WORK) -> share of its samples
     peer_wait: float  # share of samples waiting on communication with peers
     frames: dict[str, float] = field(default_factory=dict)  # innermost Python frame (and line) of WORK samples -> share
+    loader_busy: float | None = None  # busy share of its DataLoader workers' samples (analysis/loader_workers.py)
+    loader_samples: int = 0
 
 
 @dataclass
@@ -74,6 +77,7 @@ class ProfileFinding:
     headline: str
     where_time_goes: list[tuple[str, float]]  # activity -> median share over ranks, largest first
     unprofiled: list[tuple[int, str]]  # (rank, why) of ranks without a profile
+    notes: list[str] = field(default_factory=list)  # ranks the others waited for that are not stragglers, and why
 
 
 def main_stacks(record: RankRecord) -> list[tuple[Stack, int]]:
@@ -134,14 +138,16 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             unprofiled.append((record.rank, "no sample of its main thread"))
             continue
         coords = record.identity.coords
+        busy, busy_samples = loader_busy(profile) or (None, 0)
         ranks.append(RankShares(
             rank=record.rank, host=record.identity.host, pid=record.identity.pid,
             coords=record.identity.coords_label(), group=f"pp={coords.pp}" if coords and _pipelined(collection)
-            else "the job", samples=samples, shares=shares, peer_wait=peer_wait, frames=frames))
+            else "the job", samples=samples, shares=shares, peer_wait=peer_wait, frames=frames,
+            loader_busy=busy, loader_samples=busy_samples))
     groups: dict[str, list[RankShares]] = defaultdict(list)
     for shares in ranks:
         groups[shares.group].append(shares)
-    stragglers = []
+    stragglers, notes = [], []
     for members in groups.values():
         for one in members:
             others = [m for m in members if m is not one]
@@ -154,12 +160,18 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             spread = _mad([m.peer_wait for m in others])
             needed = max(needed, 3 * spread)
             if gap > needed:
-                stragglers.append(_straggler(one, others, peers_wait, gap, needed))
+                found = _straggler(one, others, peers_wait, gap, needed)
+                in_phase = _only_in_phase(one, others) if found.instead and found.instead[0].what == "dataloader" \
+                    else None
+                if in_phase:
+                    notes.append(in_phase)
+                else:
+                    stragglers.append(found)
     stragglers.sort(key=lambda s: -s.waited_for)
     where = _where_time_goes(ranks)
     return ProfileFinding(seconds=seconds, rate=rate, ranks=ranks, stragglers=stragglers,
-                          headline=_headline(stragglers, ranks, where, unprofiled), where_time_goes=where,
-                          unprofiled=unprofiled)
+                          headline=_headline(stragglers, ranks, where, unprofiled, notes), where_time_goes=where,
+                          unprofiled=unprofiled, notes=notes)
 
 
 def _pipelined(collection: Collection) -> bool:
@@ -191,12 +203,40 @@ def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap
     evidence = (f"{where} waited on its peers {one.peer_wait:.0%} of its samples; the {len(others)} other rank"
                 f"{'s' if len(others) > 1 else ''} of {one.group} waited {peers_wait:.0%} (median): {gap:.0%} of the "
                 f"time they waited for it (noise at {one.samples} samples: {needed:.0%})")
-    if instead and instead[0].what == "dataloader":  # measured: a loader-bound job looks like this with no slow rank
+    busy = _loader_gap(one, others)
+    if instead and instead[0].what == "dataloader" and busy is not None:
+        evidence += (f"; its DataLoader workers were busy {busy[0]:.0%} of their samples, its peers' {busy[1]:.0%} "
+                     f"(median): its loader takes longer per batch")
+    elif instead and instead[0].what == "dataloader":  # measured: a loader-bound job looks like this with no slow rank
         evidence += ("; its extra time is in its DataLoader: if every rank's loader is as slow (a data-bound job), "
                      "this rank may only be the last to arrive (bench/stragglers.py measures how often a healthy "
-                     "loader-bound job looks so): the loader workers' speed tells")
+                     "loader-bound job looks so): its loader workers were not profiled, and their speed would tell")
     return Straggler(ranks=[one.rank], coords=[one.coords], hosts=[one.host], waited_for=gap, own_wait=one.peer_wait,
                      peers_wait=peers_wait, threshold=needed, group=one.group, evidence=evidence, instead=instead[:6])
+
+
+def _loader_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, float] | None:
+    """(its workers' busy share, its peers' median, the gap it must exceed), where its and some peers' loader
+    workers were profiled."""
+    peers = [m for m in others if m.loader_busy is not None]
+    if one.loader_busy is None or not peers:
+        return None
+    peers_busy = median(m.loader_busy for m in peers)
+    needed = threshold(one.loader_busy, one.loader_samples, peers_busy, sum(m.loader_samples for m in peers)
+                       // len(peers))
+    return one.loader_busy, peers_busy, needed
+
+
+def _only_in_phase(one: RankShares, others: list[RankShares]) -> str | None:
+    """A loader-bound job whose loaders are all as fast still has a rank that gets its batch last, every step (the
+    steps lock in phase), and its peers wait for it in the collective: its main thread looks like a slow loader's.
+    Its workers tell: no busier than its peers' (analysis/loader_workers.py), it is not slower, only last."""
+    busy = _loader_gap(one, others)
+    if busy is None or busy[0] - busy[1] > busy[2]:
+        return None
+    return (f"rank {one.rank} gets its batch last and its peers wait for it in their collectives, but its DataLoader "
+            f"workers are no busier than theirs ({busy[0]:.0%} of their samples against {busy[1]:.0%}, median): "
+            "every loader is about as slow (a data-bound job, its steps in phase), not one slow loader")
 
 
 def _where_time_goes(ranks: list[RankShares]) -> list[tuple[str, float]]:
@@ -206,7 +246,7 @@ def _where_time_goes(ranks: list[RankShares]) -> list[tuple[str, float]]:
 
 
 def _headline(stragglers: list[Straggler], ranks: list[RankShares], where: list[tuple[str, float]],
-              unprofiled: list) -> str:
+              unprofiled: list, notes: list[str]) -> str:
     if not ranks:
         return "NO PROFILE: no rank could be profiled"
     if stragglers:
@@ -217,5 +257,8 @@ def _headline(stragglers: list[Straggler], ranks: list[RankShares], where: list[
     waits = sorted(r.peer_wait for r in ranks)
     time_goes = ", ".join(f"{what} {share:.0%}" for what, share in where[:4])
     partial = f"; {len(unprofiled)} rank(s) not profiled" if unprofiled else ""
+    if notes:
+        return (f"NO STRAGGLER: every rank's DataLoader is about as slow (the rank last to get its batch is no slower: "
+                f"see notes); time goes to {time_goes}{partial}")
     return (f"NO STRAGGLER: every rank waits on its peers about the same ({waits[0]:.0%}-{waits[-1]:.0%} of its time)"
             f"; time goes to {time_goes}{partial}")

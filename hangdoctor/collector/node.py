@@ -208,7 +208,7 @@ def _profile(doc: NodeDocument, infos: list, options: CollectOptions, deadline: 
     index: dict[str, int] = {}
     for info in infos:
         found = recorded[info["pid"]]
-        for stack in found["stacks"]:
+        for stack in found["stacks"] + [s for child in found.get("children", ()) for s in child["stacks"]]:
             stack[2] = [index.setdefault(frame, len(index)) for frame in stack[2]]
         info["profile"] = found
     doc.profile_frames = list(index)

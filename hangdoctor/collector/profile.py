@@ -3,7 +3,9 @@
 For `attach --profile SECONDS` (a slow job, not a hung one): one `py-spy record` per rank, all started together,
 each sampling its rank `rate` times a second for `seconds`, idle threads included (a rank waiting in a
 collective sleeps in the kernel: without --idle its waits would not be counted), each thread's stacks told apart
-(--threads), in py-spy's raw format ("collapsed" stacks: `thread (TID): NAME;outer;...;inner COUNT`).
+(--threads), in py-spy's raw format ("collapsed" stacks: `thread (TID): NAME;outer;...;inner COUNT`). The rank's
+child processes are sampled by the same py-spy (--subprocesses: its DataLoader workers, whose speed tells a slow
+loader from one that is only last in phase; their lines start `process PID:"CMD";`), kept apart as `children`.
 --nonblocking reads the rank's memory while it runs: the rank is never stopped, and what it costs the job is the
 CPU py-spy itself takes on the node (bench/stragglers.py measures it).
 
@@ -14,6 +16,7 @@ the collection's deadline) is killed with its process group, and that rank's pro
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -38,9 +41,10 @@ def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadli
         for pid in pids:
             out, err = os.path.join(folder, f"{pid}.txt"), os.path.join(folder, f"{pid}.err")
             argv = [pyspy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
-                    "--rate", str(rate), "--nonblocking", "--idle", "--threads", "--format", "raw", "--output", out]
+                    "--rate", str(rate), "--nonblocking", "--idle", "--threads", "--subprocesses", "--format", "raw",
+                    "--output", out]
             results[pid] = {"status": dump.ERROR, "error": "", "rate": rate, "seconds": 0.0, "samples": 0,
-                            "stacks": []}
+                            "stacks": [], "children": []}
             try:
                 with open(err, "wb") as err_file:
                     proc = children.spawn(argv, stdout=subprocess.DEVNULL, stderr=err_file,
@@ -56,9 +60,9 @@ def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadli
             returncode = children.end(proc)
             result = results[pid]
             result["seconds"] = round(min(time.monotonic() - started, seconds), 3)
-            stacks, samples = read_raw(out)
+            stacks, samples, kids = read_raw(out, pid)
             if stacks:
-                result.update(status=dump.OK, stacks=stacks, samples=samples)
+                result.update(status=dump.OK, stacks=stacks, samples=samples, children=kids)
                 if timed_out:  # what it wrote before it was ended is still a profile, of less time
                     result["error"] = f"py-spy had not ended {GRACE:g}s after its time: ended"
             elif timed_out:
@@ -71,20 +75,38 @@ def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadli
     return results
 
 
-def read_raw(path: str) -> tuple[list, int]:
-    """py-spy's raw profile file -> (stacks, samples); ([], 0) when there is none."""
+def read_raw(path: str, pid: int = 0) -> tuple[list, int, list]:
+    """py-spy's raw profile file of process `pid` -> (its stacks, their samples, its children's profiles: [{"pid",
+    "stacks"}]); ([], 0, []) when there is none."""
     try:
         with open(path, "rb") as file:
             data = file.read(MAX_RAW)
     except OSError:
-        return [], 0
-    stacks, total = [], 0
+        return [], 0, []
+    stacks, total, kids = [], 0, {}
     for line in data.decode("utf-8", "replace").splitlines():
+        owner, line = _owner(line)
         parsed = parse_raw_line(line)
-        if parsed is not None:
+        if parsed is None:
+            continue
+        if owner in (0, pid) or not pid:
             stacks.append(parsed)
             total += parsed[3]
-    return stacks, total
+        else:
+            kids.setdefault(owner, []).append(parsed)
+    return stacks, total, [{"pid": child, "stacks": found} for child, found in sorted(kids.items())]
+
+
+_PROCESS = re.compile(r'process (\d+):".*?";')
+
+
+def _owner(line: str) -> tuple[int, str]:
+    """--subprocesses prefixes each line with the process chain, outermost first (`process 1:"CMD";process 2:"CMD";`):
+    the last is the process the stack is of. 0 where there is none."""
+    owner, at = 0, 0
+    while (found := _PROCESS.match(line, at)) is not None:
+        owner, at = int(found.group(1)), found.end()
+    return owner, line[at:]
 
 
 def parse_raw_line(line: str) -> list | None:

@@ -2,13 +2,14 @@
 
 The collector stores each distinct frame once per node (`profile_frames`, as py-spy's raw format prints it:
 "name (file:line)") and each rank's stacks as [thread id, thread name, [frame index, ... outermost first],
-count]. Anything else is damage: ValueError, and the node file is refused with the reason.
+count]; its child processes' (DataLoader workers) as `children`: [{"pid", "stacks"}] (absent in files of older
+collectors). Anything else is damage: ValueError, and the node file is refused with the reason.
 """
 
 from __future__ import annotations
 
 from hangdoctor.formats import frames as interned
-from hangdoctor.model import OK, Frame, ProfiledStack, RankProfile
+from hangdoctor.model import OK, ChildProfile, Frame, ProfiledStack, RankProfile
 
 
 def frame_from_label(label: str) -> Frame:
@@ -36,8 +37,19 @@ def read_profile(raw: object, table: list[Frame], pid: int) -> RankProfile:
     if not isinstance(status, str) or not isinstance(error, str) or type(rate) is not int \
             or type(samples) is not int or type(seconds) not in (int, float) or min(rate, samples, seconds) < 0:
         raise ValueError(f"profile of pid {pid}: bad status, rate, seconds or samples")
+    stacks = _stacks(raw.get("stacks") or [], table, pid)
+    children = raw.get("children") or []
+    if not isinstance(children, list) or not all(isinstance(c, dict) and type(c.get("pid")) is int
+                                                 and isinstance(c.get("stacks"), list) for c in children):
+        raise ValueError(f"profile of pid {pid}: children is not a list of {{pid, stacks}}")
+    return RankProfile(status=status if stacks or status != OK else "error", error=error, rate=rate,
+                       seconds=float(seconds), samples=samples, stacks=stacks,
+                       children=tuple(ChildProfile(c["pid"], _stacks(c["stacks"], table, pid)) for c in children))
+
+
+def _stacks(raw: list, table: list[Frame], pid: int) -> tuple[ProfiledStack, ...]:
     stacks = []
-    for item in raw.get("stacks") or []:
+    for item in raw:
         if not (isinstance(item, list) and len(item) == 4 and type(item[0]) is int and isinstance(item[1], str)
                 and isinstance(item[2], list) and type(item[3]) is int and item[3] > 0):
             raise ValueError(f"profile of pid {pid}: a stack is not [thread id, name, frames, count]")
@@ -46,5 +58,4 @@ def read_profile(raw: object, table: list[Frame], pid: int) -> RankProfile:
         except (IndexError, TypeError):
             raise ValueError(f"profile of pid {pid}: a frame index outside profile_frames") from None
         stacks.append(ProfiledStack(item[0], item[1], frames, item[3]))
-    return RankProfile(status=status if stacks or status != OK else "error", error=error, rate=rate,
-                       seconds=float(seconds), samples=samples, stacks=tuple(stacks))
+    return tuple(stacks)

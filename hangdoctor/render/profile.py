@@ -33,8 +33,11 @@ def finding_to_dict(finding: ProfileFinding) -> dict:
         "ranks": [{
             "rank": r.rank, "host": r.host, "pid": r.pid, "coords": r.coords, "group": r.group, "samples": r.samples,
             "peer_wait": round(r.peer_wait, 4), "shares": {k: round(v, 4) for k, v in r.shares.items()},
+            "loader_busy": None if r.loader_busy is None else round(r.loader_busy, 4),
+            "loader_samples": r.loader_samples,
         } for r in finding.ranks],
         "unprofiled": [{"rank": rank, "why": why} for rank, why in finding.unprofiled],
+        "notes": finding.notes,
     }
 
 
@@ -51,6 +54,8 @@ def render_text(report: dict) -> str:
             lines.append("  where its time goes instead (its share / its peers' median):")
             lines += [f"    {e['what']}: {e['share']:.0%} / {e['peers']:.0%}" for e in s["instead"]]
         lines.append("")
+    for note in report["notes"]:
+        lines += [f"note: {note}", ""]
     if report["where_time_goes"]:
         lines.append("where time goes (median over ranks): "
                      + ", ".join(f"{w['what']} {w['share']:.0%}" for w in report["where_time_goes"][:6]))
@@ -58,8 +63,9 @@ def render_text(report: dict) -> str:
     lines.append(f"{'rank':>6}  {'coords':<16} {'host':<12} {'samples':>7}  {'waits on peers':>14}  shares")
     for r in report["ranks"]:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in list(r["shares"].items())[:4])
+        workers = "" if r["loader_busy"] is None else f"; its DataLoader workers busy {r['loader_busy']:.0%}"
         lines.append(f"{r['rank']:>6}  {r['coords']:<16} {r['host']:<12} {r['samples']:>7}  {r['peer_wait']:>14.0%}  "
-                     f"{shares}")
+                     f"{shares}{workers}")
     for u in report["unprofiled"]:
         lines.append(f"{u['rank']:>6}  not profiled: {u['why']}")
     return "\n".join(lines) + "\n"

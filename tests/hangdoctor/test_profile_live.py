@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hangdoctor.collector.profile import parse_raw_line
+from hangdoctor.analysis.stragglers import find_stragglers
+from hangdoctor.collector.profile import parse_raw_line, read_raw
+from hangdoctor.formats.profile import frame_from_label
+from hangdoctor.model import OK, ChildProfile, Collection, ProfiledStack, RankIdentity, RankProfile, RankRecord, Stack
 from tests.hangdoctor.livejobs import SlowJob
 from tests.support import PYTHON, child_env, run_bounded
 
@@ -122,3 +125,86 @@ def test_no_rank_is_named_in_the_healthy_gpu_recording():
     done = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(GPU_PROFILE / "healthy" / "nodes"), "--profile",
                         "--json"], timeout=60, env=child_env())
     assert json.loads(done.stdout)["stragglers"] == []
+
+
+def test_child_processes_are_kept_apart_from_the_rank(tmp_path):
+    """--subprocesses prefixes each line with the process chain (py-spy 0.4's raw format): the rank's own stacks
+    are its profile, its children's (DataLoader workers) are kept apart by pid."""
+    raw = tmp_path / "raw.txt"
+    raw.write_text(
+        'process 100:"python train.py";thread (100): MainThread;<module> (train.py:9);step (train.py:3) 7\n'
+        'process 100:"python train.py";process 104:"python train.py";thread (104): MainThread;'
+        '_worker_loop (torch/utils/data/_utils/worker.py:300);get (multiprocessing/queues.py:103) 2\n'
+        'process 100:"python a;b.py";process 104:"python train.py";thread (104): MainThread;'
+        '_worker_loop (torch/utils/data/_utils/worker.py:310);__getitem__ (data.py:5) 5\n')
+    stacks, samples, kids = read_raw(str(raw), 100)
+    assert samples == 7 and [s[0] for s in stacks] == [100]
+    assert [k["pid"] for k in kids] == [104] and sum(s[3] for s in kids[0]["stacks"]) == 7
+
+
+def _rank(rank: int, main: list[str], busy: int, idle: int) -> RankRecord:
+    """A rank whose main thread sat 100 samples in `main` (outermost first) and whose one DataLoader worker was
+    busy `busy` samples and waited for an index `idle`."""
+    def stack(labels: list[str]) -> Stack:
+        return tuple(frame_from_label(label) for label in reversed(labels))
+    loop = "_worker_loop (torch/utils/data/_utils/worker.py:300)"
+    worker = ChildProfile(1000 + rank, (ProfiledStack(1000 + rank, "MainThread", stack([loop, "__getitem__ (d.py:5)"]),
+                                                      busy),
+                                        ProfiledStack(1000 + rank, "MainThread",
+                                                      stack([loop, "get (multiprocessing/queues.py:103)"]), idle)))
+    profile = RankProfile(status=OK, rate=50, seconds=5.0, samples=100,
+                          stacks=(ProfiledStack(10 + rank, "MainThread", stack(main), 100),),
+                          children=(worker,) if busy + idle else ())
+    return RankRecord(RankIdentity(rank=rank, host="n1", pid=10 + rank), profile=profile)
+
+
+LAST_BATCH = ["<module> (t.py:9)", "__next__ (torch/utils/data/dataloader.py:733)",
+              "_next_data (torch/utils/data/dataloader.py:1480)", "_get_data (torch/utils/data/dataloader.py:1300)"]
+IN_ALL_REDUCE = ["<module> (t.py:10)", "all_reduce (torch/distributed/distributed_c10d.py:2800)"]
+
+
+@pytest.mark.parametrize("peers_busy, named", [(245, False), (200, True)])
+def test_a_rank_last_in_phase_is_told_from_a_slow_loader_by_its_workers(peers_busy, named):
+    """A loader-bound job: rank 3 gets its batch last and ranks 0-2 wait for it in the all_reduce. Where its
+    loader's workers are no busier than the others' (every loader as slow, the steps in phase: bench/stragglers.py
+    found half the healthy loader runs so), it is no straggler and a note says why; where theirs idle a fifth of
+    the time, its loader is the slow one."""
+    records = [_rank(r, IN_ALL_REDUCE, peers_busy, 250 - peers_busy) for r in range(3)]
+    records.append(_rank(3, LAST_BATCH, 249, 1))
+    finding = find_stragglers(Collection(records=records))
+    assert [s.ranks for s in finding.stragglers] == ([[3]] if named else [])
+    assert [r.loader_busy for r in finding.ranks] == [peers_busy / 250] * 3 + [249 / 250]
+    if named:
+        assert "its DataLoader workers were busy 100% of their samples, its peers' 80%" in finding.stragglers[0].evidence
+        assert not finding.notes
+    else:
+        assert len(finding.notes) == 1 and finding.notes[0].startswith("rank 3 gets its batch last")
+        assert finding.headline.startswith("NO STRAGGLER: every rank's DataLoader is about as slow")
+
+
+def test_without_worker_profiles_a_slow_loader_is_still_named_and_says_what_would_tell():
+    records = [_rank(r, IN_ALL_REDUCE, 0, 0) for r in range(3)] + [_rank(3, LAST_BATCH, 0, 0)]
+    finding = find_stragglers(Collection(records=records))
+    assert [s.ranks for s in finding.stragglers] == [[3]]
+    assert "its loader workers were not profiled" in finding.stragglers[0].evidence
+
+
+@pytest.fixture(scope="module")
+def loader_job(tmp_path_factory):
+    job = SlowJob(tmp_path_factory.mktemp("loader"), how="loader").start()
+    yield job
+    job.stop()
+
+
+def test_a_slow_dataloader_is_named_from_its_workers_and_a_healthy_loader_bound_job_is_not(loader_job, tmp_path):
+    """Live: each rank's batch from one DataLoader worker (slow_job.py --how loader). py-spy samples the workers
+    with their rank; a rank whose loader takes 1.3x as long is named with its workers' share, and none is named when
+    every loader is as slow (before worker profiles: 5 of 10 healthy runs accused a rank, docs/BENCHMARKS.md)."""
+    loader_job.slow(1, 1.3)
+    report = json.loads(profile(loader_job, tmp_path / "slow", "--json").stdout)
+    assert [s["ranks"] for s in report["stragglers"]] == [[1]], report["headline"]
+    assert "its DataLoader workers were busy" in report["stragglers"][0]["evidence"]
+    assert all(r["loader_busy"] is not None and r["loader_samples"] > 50 for r in report["ranks"]), report["ranks"]
+    loader_job.slow(-1, 1.0)
+    healthy = json.loads(profile(loader_job, tmp_path / "healthy", "--json").stdout)
+    assert healthy["stragglers"] == [], (healthy["headline"], healthy["ranks"])
