@@ -28,3 +28,20 @@ register(LiveCase("fdc_float8_amax_world_group_pp", torchrun(4, "fdc_float8_amax
 # barrier, ranks 0 and 1 in step 3's pipeline transfers.
 register(LiveCase("fdc_ds_pipe_last_stage_data_exhausted", torchrun(3, "fdc_ds_pipe_last_stage_data_exhausted.py"),
                   ranks=3, env=DS_ENV, settle=3.0))
+
+
+# Shape (NCCL, FSDP2 over 4 GPUs here, 8 in the report): microsoft/dion PR #74, NorMuon's mega-batched all-to-all
+# with per-peer chunk sizes taken from each rank's own FSDP2 shard: a (6, D) weight over 4 ranks leaves rank 3 an
+# empty shard; every rank waits in megabatch_orthogonalize_async's dist.all_to_all inside optimizer.step().
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fdc_dion_normuon_empty_shard_a2a",
+    in_tree("fdc_dion_normuon_empty_shard_a2a",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 4 train.py "
+            "--optimizer normuon --fsdp-shard 4"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fdc_dion_normuon_empty_shard_a2a", str(LAUNCHERS)),
+))
