@@ -36,12 +36,19 @@ def _outermost_first(stack: Stack) -> list[Frame]:
 
 def divergence(a: Stack, b: Stack) -> tuple[Frame, Frame] | None:
     """The outermost pair of frames that name the same function in the same file at different lines."""
+    return next(divergences(a, b), None)
+
+
+def divergences(a: Stack, b: Stack):
+    """Every such pair, outermost first, while the two stacks go on through the same functions below it (two
+    branches of an `if` that call the same function: `if rank == 0: schedule.step(x) else: schedule.step()`)."""
     for fa, fb in zip(_outermost_first(a), _outermost_first(b)):
         if fa.name != fb.name or fa.file != fb.file:
-            return None
+            return
         if fa.line != fb.line:
-            return (fa, fb) if fa.line and fb.line else None
-    return None
+            if not (fa.line and fb.line):
+                return
+            yield fa, fb
 
 
 def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | None = None,
@@ -49,10 +56,16 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | No
     """Which of the two stacks is ahead, or None when the stacks cannot say. `blocks`: {(file, line): {"loops":
     [[first, last], ...], "conditions": [[first, last], ...], "loop_vars": [[first, last, [names]], ...]}},
     innermost last (collector/source.py); `locals_a`/`locals_b`: py-spy --locals of each stack's frames."""
-    pair = divergence(a, b)
-    if pair is None:
-        return None
-    fa, fb = pair
+    for fa, fb in divergences(a, b):
+        known_a = blocks.get((fa.file, fa.line)) if blocks else None
+        known_b = blocks.get((fb.file, fb.line)) if blocks else None
+        if not (known_a and known_b and _alternatives(known_a, fa.line, known_b, fb.line)):
+            return _compare_at(a, b, fa, fb, blocks, locals_a, locals_b)
+    return None  # no divergence, or only between the branches of an if: the two lines have no order
+
+
+def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, locals_a: tuple | None,
+                locals_b: tuple | None) -> Order:
     la, lb = fa.line, fb.line
     where = f"{fa.name} ({fa.file})"
     known_a = blocks.get((fa.file, la)) if blocks else None
@@ -82,6 +95,16 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | No
             return Order(off, fa, (la, lb), True, f"line {branch} of {where} is in a branch of an if inside the loop "
                          f"(lines {loop[0]}-{loop[1]}) that the others did not take")
     return Order(later, fa, (la, lb), True, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
+
+
+def _alternatives(known_a: dict, la: int, known_b: dict, lb: int) -> bool:
+    """The two lines sit in the two branches of one `if` (`if rank == 0: step(x) else: step()`): one rank took
+    one, the other the other; neither line comes after the other in any run, so their order says nothing (the
+    functions both branches call may still say, one level down)."""
+    def branches(known: dict, line: int, other: int) -> set:
+        return {t[2] for t in known.get("tests", []) if t[0] <= line <= t[1] and not t[0] <= other <= t[1]}
+    mine, theirs = branches(known_a, la, lb), branches(known_b, lb, la)
+    return any(f"not {test}" in theirs for test in mine) or any(f"not {test}" in mine for test in theirs)
 
 
 def _locals_of(stack: Stack, frame: Frame, frame_locals: tuple | None) -> dict | None:

@@ -12,6 +12,8 @@ others, that do not themselves wait for a peer.
          the other waits in;
        - a tag mismatch: a send and a receive that name each other with different tags (the default 0 on one side
          is the likely omission);
+       - the end of a chain of receives (each naming its source): a rank the chain ends at, in no
+         point-to-point call, waits elsewhere instead of sending;
        - a wrong peer: a receive from a rank that is itself receiving (or a send to a sender);
        - program order when the source says one side left a loop the others are still in (ahead.py);
        - the odd one out: fewer ranks in one call than in the others (not for sends and receives, which pair);
@@ -194,6 +196,10 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if tagged:                     # reading of who named whom (the rest of a pipeline waits behind that pair)
         wrong, sure, detail = tagged
         return [_cause(graph, wrong, sure, "wrong-peer", detail)]
+    chained = _chain_end(nodes)
+    if chained:
+        ends, detail = chained
+        return [_cause(graph, ends, "medium" if len(ends) == 1 else "low", "chain-end", detail)]
     misnamed = _misnamed(nodes)
     if misnamed:
         wrong, detail = misnamed
@@ -298,6 +304,49 @@ def _ahead_of_all(nodes: list[Node], blocks: dict | None):
 
 def _direction(op: str) -> str:
     return "recv" if "recv" in op else "send" if "send" in op else ""
+
+
+def _chain_end(nodes: list[Node]) -> tuple[list[Node], str] | None:
+    """Receives whose locals name their source, followed from rank to rank (a pipeline's back-pressure: stage 0
+    receives from stage 1, which receives from stage 2): where every chain ends at a rank in no point-to-point
+    call (a barrier, a collective, outside any call), that rank is what they all wait for: it waits elsewhere
+    instead of sending. Not where the rank at the end waits in a collective rooted at a rank of the chain (a
+    broadcast from the receiving stage: both wait for the other), nor where more ranks wait at the ends than in
+    the chains (then the receivers are the odd ones out: one stage entered a schedule the others skipped), nor
+    where a chain loops or ends at a send (a wrong peer: _misnamed), nor where a source is not among the ranks
+    seen."""
+    views = {v.rank: (n, v) for n in nodes if n.place is not None for v in n.place.views}
+    ends: dict[int, Node] = {}
+    paths: list[list[int]] = []
+    for node, view in views.values():
+        if view.wait is None or _direction(view.wait.op) != "recv" or view.peer is None or not view.peer.is_global:
+            continue
+        path, at = [view.rank], view.peer.value
+        while True:
+            entry = views.get(at)
+            if entry is None or at in path:
+                return None
+            other = entry[1]
+            if other.wait is None or not _direction(other.wait.op):
+                break
+            if _direction(other.wait.op) != "recv" or other.peer is None or not other.peer.is_global:
+                return None
+            path.append(at)
+            at = other.peer.value
+        end_node, end = views[at]
+        if end.peer is not None and end.peer.is_global and end.peer.value in path:
+            return None
+        ends[end_node.id] = end_node
+        paths.append(path + [at])
+    waiting = sorted({r for path in paths for r in path[:-1]})
+    if not ends or sum(len(n.ranks) for n in ends.values()) > len(waiting):
+        return None  # more ranks at the end than in the chains: the receivers are the odd ones out (one rank
+    found = sorted(ends.values(), key=lambda n: min(n.ranks))  # entered a schedule the others skipped)
+    pairs = sorted({(a, b) for path in paths for a, b in zip(path, path[1:])})
+    steps = ", ".join(f"rank {a} from rank {b}" for a, b in pairs[:4]) + (", ..." if len(pairs) > 4 else "")
+    who = f"rank{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} wait{'' if len(waiting) > 1 else 's'}"
+    return found, (f"the end of a chain of receives: {who} to receive ({steps}), and "
+                   f"{_who(found)} {_verb(found, 'waits', 'wait')} in {_calls(found)} instead of sending")
 
 
 def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:

@@ -105,3 +105,34 @@ def test_the_collector_reads_with_statements_from_their_own_line(tmp_path):
     found = frame_blocks(infos)
     assert found["cache.py:2"]["withs"] == [[2, 4]] and found["cache.py:4"]["withs"] == [[2, 4]]
     assert found["cache.py:5"]["withs"] == []
+
+
+BRANCHES = '''\
+def main(rank, schedule):
+    if rank == 0:
+        schedule.step(1)
+    elif rank == 2:
+        schedule.step(2)
+    else:
+        schedule.step(3)
+'''
+
+
+def test_the_branches_of_one_if_have_no_order_and_the_function_they_all_call_decides(tmp_path):
+    """`if rank == 0: step(x) elif last: step(target) else: step()` (torch.distributed.pipelining's tutorial):
+    line 7 does not come after line 3 in any run. The schedule's own lines, one level down, still order them."""
+    path = tmp_path / "train.py"
+    path.write_text(BRANCHES)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "train.py", "line": line, "name": "main"} for line in (3, 5, 7)]}]}]}]
+    blocks = {("train.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+
+    def at(main_line, step_line):
+        return (Frame("wait", "sched.py", 90), Frame("step", "sched.py", step_line), Frame("main", "train.py", main_line),
+                Frame("<module>", "train.py", 9))
+    assert compare(at(3, 40), at(7, 40), blocks) is None  # the same line below: nothing tells
+    assert compare(at(5, 40), at(7, 40), blocks) is None  # elif against else
+    order = compare(at(3, 60), at(7, 40), blocks)
+    assert order.ahead == 0 and "line 60 of step" in order.why
+    unsure = compare(at(3, 40), at(7, 40))  # without the source: the lines' order, unsure, as before
+    assert unsure.ahead == 1 and not unsure.sure
