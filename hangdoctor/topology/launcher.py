@@ -97,21 +97,22 @@ def workers_started(argv: Sequence[str]) -> Started | None:
     per_node_flags, node_flags, whole_job = _STARTS[launcher]
     script = next((i for i, arg in enumerate(argv) if i and arg.endswith(".py") and "/bin/" not in arg), len(argv))
     argv = argv[:script]  # the training script's own arguments are not the launcher's
-    per_node = _flag_number(argv, per_node_flags)
+    per_node = flag_number(argv, per_node_flags)
     if not per_node:
         return None
-    nodes = _flag_number(argv, node_flags) if node_flags else None
+    nodes = flag_number(argv, node_flags) if node_flags else None
     return Started(per_node=per_node, nodes=nodes or None, whole_job=whole_job)
 
 
-def _flag_number(argv: Sequence[str], names: tuple[str, ...]) -> int | None:
-    """The whole number after `--name N` or in `--name=N` (a range "2:2" whose ends agree counts), else None."""
+def flag_number(argv: Sequence[str], names: tuple[str, ...], *, least: bool = False) -> int | None:
+    """The whole number after `--name N` or in `--name=N`, else None. A range "MIN:MAX" (torchrun's elastic
+    `--nnodes`) counts where its ends agree, or as its MIN with `least`."""
     for i, arg in enumerate(argv):
         name, sep, value = arg.partition("=")
         if name in names:
             text = value if sep else (argv[i + 1] if i + 1 < len(argv) else "")
             low, _, high = text.partition(":")
-            if low.isdigit() and (not high or high == low):
+            if low.isdigit() and (not high or high == low or least):
                 return int(low)
             return None
     return None

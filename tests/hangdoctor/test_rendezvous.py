@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hangdoctor.analysis.rendezvous import _nnodes
+from hangdoctor.topology.launcher import flag_number
 from hangdoctor.cli import main
 
 CASE = Path(__file__).parent / "corpus" / "fcq_rdzv_missing_node"
@@ -27,6 +27,7 @@ def test_agents_in_the_rendezvous_say_a_node_never_joined(form):
 
 
 def test_the_nodes_asked_for():
-    assert _nnodes(("torchrun", "--nnodes=3", "x.py")) == 3
-    assert _nnodes(("torchrun", "--nnodes", "2:4", "x.py")) == 2
-    assert _nnodes(("torchrun", "--nproc-per-node=8", "x.py")) == 0
+    assert flag_number(("torchrun", "--nnodes=3", "x.py"), ("--nnodes",), least=True) == 3
+    assert flag_number(("torchrun", "--nnodes", "2:4", "x.py"), ("--nnodes",), least=True) == 2
+    assert flag_number(("torchrun", "--nnodes", "2:4", "x.py"), ("--nnodes",)) is None  # how many it started: unknown
+    assert flag_number(("torchrun", "--nproc-per-node=8", "x.py"), ("--nnodes",), least=True) is None
