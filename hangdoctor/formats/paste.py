@@ -39,6 +39,8 @@ _KEYED = (
                         r"<std(?:out|err)>:)\s?")),
     ("pid", re.compile(r"^\s*\((?P<actor>[^()]*?(?:\[[^\]]*\])?)\s*pid=(?P<key>\d+)(?:,\s*ip=[^)]*)?\)\s?")),
     ("task", re.compile(r"^\s*(?P<key>\d+):\s?")),
+    # a launcher's tag of each process it started, its name and index (ros2 launch's `[bridge_node-1] `)
+    ("label", re.compile(r"^\[(?P<key>[A-Za-z][\w.]*-\d+)\](?:\s|$)")),
     ("host", re.compile(r"^(?P<key>[A-Za-z0-9][\w.-]*):\s")),
     ("label", re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z_ ]*\d[\d,\- ]*):\s+(?=\S)")),
 )

@@ -46,7 +46,6 @@ KNOWN_MISSES = {
     "skillspool_sglang_hang_skill_flat_elided_pyspy_excerpt": "an illustrative excerpt with its indentation flattened, a thread header without an id and frames without a line number among prose lines: too little of any dump's shape to read",  # ninth paste batch, at first contact
     "lilbee594_windows_ci_hang_watchdog_pyspy_native_errors_every_worker_no_frames": "py-spy's 'Failed to find python version' for every worker and no frame: read as processes that did not answer (exit 1), where the truth says a paste with no stack (one Error line)",  # tenth paste batch, at first contact
     "marin5345_iris_threaddump_pyspy_subprocesses_partial_stdout_then_stderr_error": "py-spy's error for an unnamed non-Python child under a '--- stderr ---' heading is read as a second process that did not answer",  # tenth paste batch, at first contact
-    "rclpy1437_ros2_launch_node_prefix_faulthandler_abort_single_thread": "ros2 launch's '[bridge_node-1] ' prefix on every node line is no prefix this reads: the faulthandler dump behind it is not found",  # tenth paste batch, at first contact
     "sglang10216_c10_frames_then_fatal_aborted_watchdog_thread_and_spawned_scheduler": "the [rank3]: watchdog lines name the rank, but the faulthandler dump after them carries no prefix: its process gets no rank",  # tenth paste batch, at first contact
     "verl1691_quoted_ansi_ray_prefix_with_ip_c10_frames_fatal_aborted_current_last": "Ray's '(WorkerDict pid=N, ip=...)' prefix with colour codes left on some lines after the quote marks: the actor's rank (sglang's scheduler_TP1) is not read",  # tenth paste batch, at first contact
 }
@@ -58,7 +57,7 @@ def cases():
         yield pytest.param(paste, id=f"{paste.parent.name}/{paste.stem}", marks=marks)
 
 
-@pytest.mark.parametrize("paste", cases())
+@pytest.mark.parametrize("paste", list(cases()))
 def test_the_paste_is_read_rightly(paste):
     truth = json.loads(paste.with_suffix(".truth.json").read_text())
     out, err = io.StringIO(), io.StringIO()
