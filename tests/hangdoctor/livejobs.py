@@ -210,7 +210,7 @@ class GlooJob:
                                          cwd=REPO, start_new_session=True)
         deadline = time.monotonic() + timeout
         try:
-            wait_until(lambda: self.proc.poll() is not None or len(list(self.ready_dir.glob("rank*"))) == self.nproc,
+            wait_until(lambda: self.proc.poll() is not None or len(list(self.ready_dir.glob("rank*[0-9]"))) == self.nproc,
                        timeout=timeout, what=f"every one of the {self.nproc} gloo ranks' ready markers")
             assert self.proc.poll() is None, "torchrun ended before every rank was ready"
             states = {rank: "T" for rank in self.ranks_given("--stop-rank")}
@@ -233,7 +233,7 @@ class GlooJob:
 
     @property
     def pids(self) -> dict[int, int]:
-        return {int(p.name[4:]): int(p.read_text()) for p in self.ready_dir.glob("rank*")}
+        return {int(p.name[4:]): int(p.read_text()) for p in self.ready_dir.glob("rank*[0-9]")}
 
     @property
     def run_id(self) -> str:
@@ -276,7 +276,7 @@ class SlowJob(GlooJob):
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
                                          cwd=REPO, start_new_session=True)
         try:
-            wait_until(lambda: self.proc.poll() is not None or len(list(self.ready_dir.glob("rank*"))) == self.nproc,
+            wait_until(lambda: self.proc.poll() is not None or len(list(self.ready_dir.glob("rank*[0-9]"))) == self.nproc,
                        timeout=timeout, what=f"every one of the {self.nproc} ranks' ready markers")
             assert self.proc.poll() is None, "torchrun ended before every rank was ready"
         except AssertionError as exc:

@@ -74,8 +74,8 @@ def hung_jobs(slurm_cluster, tmp_path_factory):
     try:
         for job_id in ids.values():
             wait_for_state(job_id, {"RUNNING"}, timeout=60, env=env)
-        wait_until(lambda: len(list(ready.glob("rank*"))) == 8, timeout=180, what="all 8 gloo ranks' ready markers")
-        gloo_pids = {int(p.name[4:]): int(p.read_text()) for p in ready.glob("rank*")}
+        wait_until(lambda: len(list(ready.glob("rank*[0-9]"))) == 8, timeout=180, what="all 8 gloo ranks' ready markers")
+        gloo_pids = {int(p.name[4:]): int(p.read_text()) for p in ready.glob("rank*[0-9]")}
         wait_until(lambda: proc_state(gloo_pids[2]) == "T", timeout=30, what="gloo rank 2 stopped (state T)")
         stacks = {"gloo": wait_until_stacks_hold({r: pid for r, pid in gloo_pids.items() if r not in (2, 7)},
                                                  timeout=120)}  # rank 2 is stopped, rank 7 never settles

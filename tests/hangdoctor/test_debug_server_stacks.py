@@ -43,7 +43,7 @@ def served_job(tmp_path):
         pids: dict[int, int] = {}
         while len(pids) < 2:  # evidence, read by the test: each rank's own server shows it in its blocking call
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "job.log").read_text()[-3000:]
-            for marker in ready.glob("rank*"):
+            for marker in ready.glob("rank*[0-9]"):
                 pid = int(marker.read_text())
                 text = flight.fetch_traceback(pid, {}) or ""
                 if (" in barrier" if marker.name == "rank0" else " in slow_step") in text:

@@ -37,7 +37,7 @@ def hung_job(tmp_path, *extra: str) -> tuple[subprocess.Popen, list]:
                             stdout=open(tmp_path / "job.log", "w"), stderr=subprocess.STDOUT, env=env, cwd=REPO,
                             start_new_session=True)
     deadline = time.monotonic() + 120
-    while len(list(ready.glob("rank*"))) < 4:
+    while len(list(ready.glob("rank*[0-9]"))) < 4:
         if proc.poll() is not None or time.monotonic() > deadline:
             kill_tree(proc.pid)
             raise AssertionError((tmp_path / "job.log").read_text()[-3000:])
@@ -47,7 +47,7 @@ def hung_job(tmp_path, *extra: str) -> tuple[subprocess.Popen, list]:
         while len([p for p in (tmp_path / "fr").glob("fr_rank_*") if p.suffix != ".tmp"]) < 8:
             assert time.monotonic() < deadline, "the job did not write its dumps"
             time.sleep(0.2)
-    return proc, [int(p.read_text()) for p in ready.glob("rank*")]
+    return proc, [int(p.read_text()) for p in ready.glob("rank*[0-9]")]
 
 
 def attach(tmp_path, pids, *extra: str) -> dict:

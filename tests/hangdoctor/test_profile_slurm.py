@@ -28,7 +28,7 @@ def slow_slurm_job(slurm_cluster):
     job_id = submit(render_sbatch(job), env=env, cwd=REPO)
     try:
         wait_for_state(job_id, {"RUNNING"}, timeout=60, env=env)
-        wait_until(lambda: len(list(ready.glob("rank*"))) == 4, timeout=180, what="the 4 ranks' ready markers")
+        wait_until(lambda: len(list(ready.glob("rank*[0-9]"))) == 4, timeout=180, what="the 4 ranks' ready markers")
         yield job_id
     finally:
         run_command(["scancel", job_id], timeout=30, env=env)
