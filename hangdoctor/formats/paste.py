@@ -31,6 +31,8 @@ _TIMESTAMP = re.compile(
     r"(?:\s*[-|]?\s*\[?[\w.-]+(?::\d+)?\]?(?=\s*(?:[-|:]|>>?)\s))?"  # logger, file:line or worker, before a separator
     r"(?:\s*(?:[-|:]|>>?)\s?|\s?)"  # a separator, else one space: the indentation after it is the text's own
 )
+# seconds since a start, in brackets: dmesg's `[12345.678901] `, an OBS build log's `[  222s] `
+_ELAPSED = re.compile(r"^\s*\[\s*\d+(?:\.\d+)?s?\]\s?")
 _LOG_HEADER = re.compile(r"^[^\]\n]{0,100}?\b\d\d:\d\d:\d\d\b[^\]\n]{0,100}?\]\s?")  # "ERROR 01-29 20:00:47 x.py:240] "
 _KEYED = (
     # PyTorch's [rank3]: (and `[rank3[]:`, a tracker's escape), torchrun's [default3]:, Lightning's [rank: 3],
@@ -46,6 +48,10 @@ _KEYED = (
 )
 _RANK_SECTION = re.compile(r"^\W*\s*[Rr]ank\s+[:#=]?\s*(\d+)\s*\W*$")  # a line that only names a rank
 _ACTOR_RANK = re.compile(r"\brank[=_ :]?(\d+)", re.I)
+# an inference worker named for its tensor-parallel index alone (vLLM's `Worker_TP8_EP8`, SGLang's
+# `scheduler_TP1`): with no pipeline or data-parallel index beside it, that index is its rank
+_TP_RANK = re.compile(r"(?:^|[_\W])TP(\d+)(?![\d])")
+_OTHER_INDEX = re.compile(r"(?:^|[_\W])(?:PP|DP)\d+", re.I)
 _FRAMEISH = re.compile(r'^\s*(?:#\d+ |File "|\(Python\) |\S+ \(.*:(?:\d+|\.\.\.)\)\s*$)')
 _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
 _RANK_SHARE = 0.2  # PyTorch's own `[rank3]:` (three lines or more): a launcher's unprefixed traceback may follow
@@ -127,7 +133,7 @@ def _strip_headers(lines: list[str], notes: list[str]) -> tuple[list[str], list[
     actor's own prefix (`(VllmWorker rank=1 pid=N) ERROR 01-29 20:00:47 [x.py:522] `): that prefix is split on
     first, and the header inside it goes at the next level."""
     keyed = [pattern for kind, pattern in _KEYED if kind in ("rank", "pid")]
-    for pattern, what in ((_TIMESTAMP, "timestamps"), (_LOG_HEADER, "log headers")):
+    for pattern, what in ((_ELAPSED, "elapsed-time prefixes"), (_TIMESTAMP, "timestamps"), (_LOG_HEADER, "log headers")):
         if pattern is _LOG_HEADER and any(_share(lines, k) >= _SHARE for k in keyed):
             continue
         if _share(lines, pattern) >= _SHARE:
@@ -161,7 +167,7 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
                 last = match["key"] or match.groupdict().get("mpi")
                 groups.setdefault(last, []).append(line[match.end():])
                 actor = match.groupdict().get("actor") or ""
-                if kind == "pid" and (found := _ACTOR_RANK.search(actor)):
+                if kind == "pid" and (found := _ACTOR_RANK.search(actor) or _tp_rank(actor)):
                     ranks[last] = int(found[1])
             elif last is not None and line.strip() and (not groups[last] or _continues(groups[last][-1], line)):
                 groups[last].append(line)  # a frame printed without the prefix, or the rest of a cut line
@@ -185,6 +191,10 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
             sources += _split(group, here, found, depth + 1)
         return sources
     return [Source(join_wrapped(lines), stripped=notes, **known)]
+
+
+def _tp_rank(actor: str) -> re.Match | None:
+    return None if _OTHER_INDEX.search(actor) else _TP_RANK.search(actor)
 
 
 def _continues(previous: str, line: str) -> bool:

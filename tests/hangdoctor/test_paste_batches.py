@@ -48,6 +48,8 @@ KNOWN_MISSES = {
     "marin5345_iris_threaddump_pyspy_subprocesses_partial_stdout_then_stderr_error": "py-spy's error for an unnamed non-Python child under a '--- stderr ---' heading is read as a second process that did not answer",  # tenth paste batch, at first contact
     "sglang10216_c10_frames_then_fatal_aborted_watchdog_thread_and_spawned_scheduler": "the [rank3]: watchdog lines name the rank, but the faulthandler dump after them carries no prefix: its process gets no rank",  # tenth paste batch, at first contact
     "verl1691_quoted_ansi_ray_prefix_with_ip_c10_frames_fatal_aborted_current_last": "Ray's '(WorkerDict pid=N, ip=...)' prefix with colour codes left on some lines after the quote marks: the actor's rank (sglang's scheduler_TP1) is not read",  # tenth paste batch, at first contact
+    "dap_skill_page_pause_transcript_single_stopped_at_location_line": "a debugger's transcript in a how-to page: one stop location ('Stopped at process() · worker.py:55') among commands and arrows, no dump of any tool",  # eleventh paste batch, at first contact
+    "miaai117_torchfrtrace_summary_arrow_chain_innermost_first_elided_rank1": "one rank's stack written by hand as an arrow chain in a sentence (a Flight Recorder summary's entry, its middle cut): frames inside prose",  # eleventh paste batch, at first contact
 }
 
 
