@@ -22,3 +22,10 @@ register(LiveCase("fde_stale_config_layer_fewer", torchrun(3, "fde_stale_config_
 # rank 0 waits in step 3's backward (its last bucket allreduce), ranks 1 and 2 in the pre-checkpoint barrier.
 register(LiveCase("fde_ddp_comm_hook_rank0_grad_stats", torchrun(3, "fde_ddp_comm_hook_rank0_grad_stats.py"),
                   ranks=3, settle=2.0))
+
+# Non-reentrant activation checkpointing over two task heads holding collectives (head A: all_reduce, head B:
+# all_gather), per-task backward passes in an order shuffled with random.Random(seed + rank) (PCGrad-style), 3 ranks
+# (ByteDance-Seed/VeOmni#979's recompute-order desync): ranks 0 and 1 recompute head A first and wait in its
+# all_reduce; rank 2 recomputes head B first and waits in its all_gather.
+register(LiveCase("fde_ckpt_recompute_task_order", torchrun(3, "fde_ckpt_recompute_task_order.py"), ranks=3,
+                  settle=2.0))
