@@ -29,3 +29,21 @@ register(LiveCase("fde_ddp_comm_hook_rank0_grad_stats", torchrun(3, "fde_ddp_com
 # all_reduce; rank 2 recomputes head B first and waits in its all_gather.
 register(LiveCase("fde_ckpt_recompute_task_order", torchrun(3, "fde_ckpt_recompute_task_order.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape (torch.compile under torchrun, 2 ranks here; one process in the report): pytorch/pytorch#162199, Inductor's
+# compile-worker pool cleaned up after a cold start: at interpreter exit every rank waits in the atexit handler
+# shutdown_compile_workers -> SubprocPool.shutdown -> process.wait(300) for its compile-worker sidecar, which is
+# still warming its worker pool.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fde_inductor_atexit_pool_shutdown",
+    in_tree("fde_inductor_atexit_pool_shutdown",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --standalone "
+            "--nproc_per_node=2 train.py"),
+    ranks=2, shape=True, settle=3.0, env=shape_env("fde_inductor_atexit_pool_shutdown", str(LAUNCHERS)),
+))
