@@ -274,7 +274,10 @@ RULES: tuple[WaitRule, ...] = (
     R("worker", "torch", "torch/utils/data/_utils/worker.py", "_worker_loop", op="DataLoader worker", role="process"),
     R("worker", "torchdata", "torchdata/stateful_dataloader/worker.py", "_worker_loop",
       op="DataLoader worker (torchdata's StatefulDataLoader)", role="process"),
-    R("worker", "torch", "torch/_inductor/compile_worker/", ".*", op="inductor compile worker", role="process"),
+    # the compile-worker sidecar's own entry and loop, not the rank's calls into its pool (SubprocPool.shutdown at
+    # exit: a rank waiting for its sidecar is still a rank)
+    R("worker", "torch", "torch/_inductor/compile_worker/", r"main|<module>|SubprocMain\..*|_async_compile_initializer",
+      op="inductor compile worker", role="process"),
     R("launcher", "vllm", "vllm/entrypoints/openai/api_server.py", ".*", op="vLLM API server", role="process"),
     R("launcher", "vllm", "vllm/entrypoints/api_server.py", ".*", op="vLLM API server", role="process"),
     R("launcher", "vllm", "vllm/entrypoints/cli/", ".*", op="vLLM API server", role="process"),
@@ -359,6 +362,8 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
      "a tensor's value read by Python (a condition): waits for the GPU when the tensor is on it"),
     ("io", r"(^|[=\s(])open\(|\.write\(|\.flush\(|os\.fsync\(|torch\.save\(|json\.dump\(|\.to_csv\(|"
      r"\.savez?\(|shutil\.(copy|move)", "file I/O", "writing or opening a file: a slow or hung file system"),
+    ("io", r"\.(recv|recv_into|recvfrom|recvmsg|accept|sendall)\(", "socket",
+     "a socket call made from this line (torch.distributed's recv has Python frames of its own below the caller)"),
     ("lock", r"\.(acquire|join)\(", "thread wait", "a lock or a join"),
     ("lock", r"(?i)^\s*(async\s+)?with\b[^#]*(lock|mutex|semaphore|cond\b|condition\b)\w*[^#]*:", "thread wait",
      "a lock taken by a with statement"),
