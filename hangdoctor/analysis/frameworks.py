@@ -257,7 +257,8 @@ RULES: tuple[WaitRule, ...] = (
       says="a ZeroMQ socket", **GENERIC),
     R("io", "python", "socket.py", "readinto|recv.*|accept|SocketIO.readinto|create_connection", op="socket",
       **GENERIC),
-    R("io", "python", "subprocess.py", "wait|_wait|communicate|_try_wait|_communicate", op="subprocess", **GENERIC),
+    R("io", "python", "subprocess.py", "wait|_wait|communicate|_try_wait|_communicate", op="subprocess",
+      says="waiting for a child process (its exit or its output)", **GENERIC),
     R("io", "python", "ssl.py", "read|recv.*", op="socket", **GENERIC),
     R("sleep", "python", "asyncio/tasks.py", "sleep", op="sleep", **GENERIC),
     # ---- launchers and helper processes: matched anywhere in the main stack ---------------------------------

@@ -53,6 +53,10 @@ _ORDER = ("busy", "straggler", "local-wait", "unresponsive-high", "other-call", 
           "unresponsive-medium", "minority", "odd-thread", "device-sync", "unresponsive-low")
 _CONFIDENCE = {"high": 0, "medium": 1, "low": 2}
 
+# what a local wait is, where its row says nothing more
+_LOCAL_SAYS = {"lock": "a lock, a condition or a thread's join", "io": "another process: a file, socket, pipe or child",
+               "sleep": "sleeping", "dataloader": "a batch from its DataLoader"}
+
 
 @dataclass
 class Suspect:
@@ -115,7 +119,7 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None, alone:
                        f"{' while ' + there if there else ''}", "busy", "high", evidence)
     kind = place.activity
     if kind in LOCAL_KINDS:
-        says = place.wait.says if place.wait else kind
+        says = (place.wait.says if place.wait else "") or _LOCAL_SAYS.get(kind, kind)
         # beside ranks in a collective it holds them up; alone, it is one of several places; every rank in it:
         # nothing sets one apart (vLLM's workers all sleeping in their broadcast queue's back-off)
         sure = "high" if anchor is not None and anchor.in_collective else "low" if alone else "medium"
