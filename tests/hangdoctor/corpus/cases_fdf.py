@@ -2,9 +2,16 @@
 (see each case.json)."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+from tests.support import PYTHON
 
 # Lightning DDP, a best-model callback runs trainer.test() from on_fit_end on the main process only
 # (roboflow/rf-detr#1505), 3 ranks: rank 0 waits in trainer.test's log_dir broadcast (broadcast_object_list);
 # ranks 1 and 2 returned from fit and wait in the script's barrier after it.
 register(LiveCase("fdf_lightning_fit_end_test_main", torchrun(3, "fdf_lightning_fit_end_test_main.py"), ranks=3,
                   settle=3.0))
+
+# torch.multiprocessing.spawn DDP job sharing rank 0's vocabulary through a Manager (dict + Event) made by the parent
+# (pytorch/pytorch#32322's event shared with mp.spawn workers), 3 ranks: rank 0's vocabulary build fails, its except
+# path never sets the Event and it waits in DDP's constructor; ranks 1 and 2 wait in the managed Event's wait().
+register(LiveCase("fdf_spawn_manager_vocab_event", (PYTHON, "{fixtures}/fdf_spawn_manager_vocab_event.py"), ranks=3,
+                  settle=2.0))
