@@ -15,3 +15,8 @@ register(LiveCase("fdf_lightning_fit_end_test_main", torchrun(3, "fdf_lightning_
 # path never sets the Event and it waits in DDP's constructor; ranks 1 and 2 wait in the managed Event's wait().
 register(LiveCase("fdf_spawn_manager_vocab_event", (PYTHON, "{fixtures}/fdf_spawn_manager_vocab_event.py"), ranks=3,
                   settle=2.0))
+
+# accelerate loop whose end-of-epoch save is `if is_main_process: save else: wait_for_everyone()`
+# (huggingface/accelerate#2690), 3 ranks: rank 0 saves and goes on to epoch 1, waiting in its first DDP gradient
+# all_reduce; ranks 1 and 2 wait in wait_for_everyone()'s barrier.
+register(LiveCase("fdf_accel_save_else_wait", torchrun(3, "fdf_accel_save_else_wait.py"), ranks=3, settle=2.5))
