@@ -20,3 +20,10 @@ register(LiveCase("fdf_spawn_manager_vocab_event", (PYTHON, "{fixtures}/fdf_spaw
 # (huggingface/accelerate#2690), 3 ranks: rank 0 saves and goes on to epoch 1, waiting in its first DDP gradient
 # all_reduce; ranks 1 and 2 wait in wait_for_everyone()'s barrier.
 register(LiveCase("fdf_accel_save_else_wait", torchrun(3, "fdf_accel_save_else_wait.py"), ranks=3, settle=2.5))
+
+# Epoch-end metric sync by all_reduce + Work.wait(timeout=2 s), retried on timeout (elasticdl PR #2446's retry of a
+# timed-out allreduce; pytorch/pytorch#37571's Work.wait timeout), 3 ranks: rank 1 (small validation shard) times
+# out first and keeps issuing new all_reduces (wait 2 s, back off 1 s); ranks 0 and 2 joined the first one, which
+# completed, and wait in the next barrier.
+register(LiveCase("fdf_allreduce_wait_timeout_retry", torchrun(3, "fdf_allreduce_wait_timeout_retry.py"), ranks=3,
+                  settle=2.0))
