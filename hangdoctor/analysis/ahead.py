@@ -28,6 +28,8 @@ class Order:
     why: str
     left_loop: bool = False  # one rank is past a loop the other is still in: the strongest order there is
     by_counter: bool = False  # read from the loop's counter in the two frames' locals (a pass further)
+    rank_branch: bool = False  # the side ahead is in a branch whose test names the rank, which the other is not in:
+    # ranks are split there by design, and which side is off the path is for the counts to say (causes.py)
 
 
 def _outermost_first(stack: Stack) -> list[Frame]:
@@ -82,9 +84,11 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
     if _in_a_branch(only_a, known_a, lb) or _in_a_branch(only_b, known_b, la):
         only_a = only_b = set()  # a loop in a branch the other line is not in: the other rank may never have run it
     if only_a and not only_b and all(lb > last for _, last in only_a):
-        return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in", True)
+        return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in", True,
+                     rank_branch=_named_rank_branch(known_b, la))
     if only_b and not only_a and all(la > last for _, last in only_b):
-        return Order(0, fa, (la, lb), True, f"line {la} of {where} comes after the loop that line {lb} is in", True)
+        return Order(0, fa, (la, lb), True, f"line {la} of {where} comes after the loop that line {lb} is in", True,
+                     rank_branch=_named_rank_branch(known_a, lb))
     shared = loops_a & loops_b
     if shared and not only_a and not only_b:
         loop = max(shared)  # the innermost shared loop starts last
@@ -92,7 +96,9 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
         cond_b = [c for c in map(tuple, known_b.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
         if bool(cond_a) != bool(cond_b):
             off, branch = (0, la) if cond_a else (1, lb)
-            return Order(off, fa, (la, lb), True, f"line {branch} of {where} is in a branch of an if inside the loop "
+            return Order(off, fa, (la, lb), True, rank_branch=_named_rank_branch(known_a if off == 0 else known_b,
+                                                                                lb if off == 0 else la),
+                         why=f"line {branch} of {where} is in a branch of an if inside the loop "
                          f"(lines {loop[0]}-{loop[1]}) that the others did not take")
     return Order(later, fa, (la, lb), True, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
 
@@ -171,6 +177,14 @@ def _rank_branch(known: dict | None, other_line: int) -> bool:
         if test is None or _RANK_WORDS.search(test):
             return True
     return False
+
+
+def _named_rank_branch(known: dict | None, other_line: int) -> bool:
+    """The line sits in a branch the other line is not in, whose test is known and names the rank (`else:` of
+    `if accelerator.is_main_process:`)."""
+    tests = {(t[0], t[1]): t[2] for t in (known or {}).get("tests", [])}
+    return any(not first <= other_line <= last and _RANK_WORDS.search(tests.get((first, last)) or "")
+               for first, last in map(tuple, (known or {}).get("conditions", [])))
 
 
 def _rank_path(stack: Stack, frame: Frame, blocks: dict | None) -> bool:

@@ -238,6 +238,13 @@ RULES: tuple[WaitRule, ...] = (
     R("barrier", "python", "multiprocessing/synchronize.py", "Condition.wait_for|Event.wait",
       op="multiprocessing barrier", says="a barrier or event shared between processes: the processes it waits for "
       "may be other ranks (multiprocessing.Barrier, multiprocessing.Event)", sure="medium"),
+    # the same through a Manager's proxy (manager.Event(), manager.Barrier()): the wait runs in the manager's server
+    # process, and what it waits for is another process's set() or wait()
+    R("barrier", "python", "multiprocessing/managers.py", "EventProxy.wait|BarrierProxy.wait|ConditionProxy.wait|"
+      "ConditionProxy.wait_for", op="multiprocessing barrier", says="a Manager's event, barrier or condition shared "
+      "between processes: the processes it waits for may be other ranks", sure="medium"),
+    R("io", "python", "multiprocessing/managers.py", "BaseProxy._callmethod|_callmethod", op="manager call",
+      says="a call into a Manager's server process", **GENERIC),
     R("io", "python", "multiprocessing/", "get|recv|recv_bytes|_recv_bytes|_recv|poll|_poll|wait|join|"
       "Connection.recv|Connection.poll|Popen.wait|Popen.poll|BaseProcess.join|put|_send", op="multiprocessing",
       says="another process (a pipe, queue or join)", **GENERIC),
@@ -352,7 +359,8 @@ RULES: tuple[WaitRule, ...] = (
 # Source text of a frame's line, when known (the collector reads it on the node): what a C call on that line is.
 SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
     # (kind, regular expression over the line, op, says)
-    ("work-wait", r"\.wait\(\s*\)", "wait", "an asynchronous collective's work handle (.wait())"),
+    ("work-wait", r"\.wait\(\s*(timeout\s*=[^)]*)?\)", "wait",
+     "an asynchronous collective's work handle (.wait(), .wait(timeout=...))"),
     ("store", r"(?i)\b\w*store\w*\.(wait|get)\(", "store",
      "the c10d store: waiting for another rank to set a key (store.wait, store.get)"),
     ("device-sync", r"\.(item|cpu|tolist|numpy)\(\s*\)|cuda\.synchronize\(|\.synchronize\(\s*\)", "synchronize",

@@ -136,3 +136,15 @@ def test_the_branches_of_one_if_have_no_order_and_the_function_they_all_call_dec
     assert order.ahead == 0 and "line 60 of step" in order.why
     unsure = compare(at(3, 40), at(7, 40))  # without the source: the lines' order, unsure, as before
     assert unsure.ahead == 1 and not unsure.sure
+
+
+def test_a_branch_on_the_rank_is_marked_so_the_counts_can_decide(tmp_path):
+    """`if rank == 3: evaluate()` splits the ranks by design: the order says which side is in the branch, and marks
+    it, so that the cause is read from the counts (causes.py: the many inside an `else:` of `if is_main_process:`
+    are not the ones off the path)."""
+    blocks, _ = blocks_of(tmp_path)
+    order = compare(stack(6), stack(5), blocks)
+    assert order.ahead == 1 and order.rank_branch
+    by_step = {key: dict(value, tests=[[5, 5, "step % 2 == 0"]]) if key == ("train.py", 5) else value
+               for key, value in blocks.items()}
+    assert not compare(stack(6), stack(5), by_step).rank_branch  # a branch on the data, not on the rank
