@@ -113,7 +113,8 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None, alone:
                                    if anchor else "")
     if place.moving:
         return Suspect(place.ranks, place.where, f"{here}: progressing, its stack changed between samples (a "
-                       f"straggler, slow but not hung){'; ' + there if there else ''}", "straggler", "high", evidence)
+                       f"straggler, slow but not hung, or a rank retrying in a loop: the others wait for it either "
+                       f"way){'; ' + there if there else ''}", "straggler", "high", evidence)
     if place.activity == BUSY:
         return Suspect(place.ranks, place.where, f"busy {strip_outside(here)}, running outside any wait"
                        f"{' while ' + there if there else ''}", "busy", "high", evidence)
