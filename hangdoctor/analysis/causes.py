@@ -207,9 +207,10 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     ahead = _ahead_of_all(nodes, graph.blocks) if all(n.place is not None for n in nodes) else None
     if ahead is not None and ahead[1].by_counter and not _fewer(ahead[0], nodes):
         ahead = None  # most ranks a pass further went on by design; the few behind took a branch they did not
-    if ahead is not None and ahead[1].rank_branch and not _fewer(ahead[0], nodes):
+    if ahead is not None and ahead[1].rank_branch and len(ahead[0].ranks) > len(_ranks(nodes)) - len(ahead[0].ranks):
         ahead = None  # the many in a branch on the rank (`else:` of `if is_main_process:`) took it by design: the
-        # few outside it are the ones off the path, and the odd one out names them
+        # few outside it are the ones off the path, and the odd one out names them (as many on each side, as in
+        # `if is_last_stage(): save()` on half the ranks: the branch's side stays the one off the path)
     if ahead is not None and ahead[1].left_loop:  # the source says it left the loop the others are still in
         node, order = ahead
         others = [n for n in nodes if n is not node]
