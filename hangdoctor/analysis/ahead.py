@@ -163,10 +163,10 @@ _RANK_WORDS = re.compile(r"\b(?:rank|local_rank|global_rank|node_rank|get_rank|r
                          r"process_index|local_process_index|is_first_stage|is_last_stage|master_process|main_process)\b")
 
 
-def _rank_branch(known: dict | None, other_line: int) -> bool:
-    """The line sits in a branch the other line is not in, and the branch's test names the rank, or its test is
-    not known (a collector that did not read them): a loop's counter then says nothing of who is off the path,
-    since the ranks outside the branch went on by design."""
+def _rank_branch(known: dict | None, other_line: int, *, unknown_counts: bool = True) -> bool:
+    """The line sits in a branch the other line is not in, and the branch's test names the rank, or (with
+    `unknown_counts`) its test is not known (a collector that did not read them): a loop's counter then says
+    nothing of who is off the path, since the ranks outside the branch went on by design."""
     if not known:
         return False
     tests = {(t[0], t[1]): t[2] for t in known.get("tests", [])}
@@ -174,17 +174,14 @@ def _rank_branch(known: dict | None, other_line: int) -> bool:
         if first <= other_line <= last:
             continue
         test = tests.get((first, last))
-        if test is None or _RANK_WORDS.search(test):
+        if (test is None and unknown_counts) or (test is not None and _RANK_WORDS.search(test)):
             return True
     return False
 
 
 def _named_rank_branch(known: dict | None, other_line: int) -> bool:
-    """The line sits in a branch the other line is not in, whose test is known and names the rank (`else:` of
-    `if accelerator.is_main_process:`)."""
-    tests = {(t[0], t[1]): t[2] for t in (known or {}).get("tests", [])}
-    return any(not first <= other_line <= last and _RANK_WORDS.search(tests.get((first, last)) or "")
-               for first, last in map(tuple, (known or {}).get("conditions", [])))
+    """The same, for a test that is known and names the rank (`else:` of `if accelerator.is_main_process:`)."""
+    return _rank_branch(known, other_line, unknown_counts=False)
 
 
 def _rank_path(stack: Stack, frame: Frame, blocks: dict | None) -> bool:

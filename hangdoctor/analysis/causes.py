@@ -344,8 +344,8 @@ def _chain_end(nodes: list[Node]) -> tuple[list[Node], str] | None:
         paths.append(path + [at])
     waiting = sorted({r for path in paths for r in path[:-1]})
     if not ends or sum(len(n.ranks) for n in ends.values()) > len(waiting):
-        return None  # more ranks at the end than in the chains: the receivers are the odd ones out (one rank
-    found = sorted(ends.values(), key=lambda n: min(n.ranks))  # entered a schedule the others skipped)
+        return None  # more ranks at the end than in the chains: the receivers are the odd ones out
+    found = sorted(ends.values(), key=lambda n: min(n.ranks))
     pairs = sorted({(a, b) for path in paths for a, b in zip(path, path[1:])})
     steps = ", ".join(f"rank {a} from rank {b}" for a, b in pairs[:4]) + (", ..." if len(pairs) > 4 else "")
     who = f"rank{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} wait{'' if len(waiting) > 1 else 's'}"
