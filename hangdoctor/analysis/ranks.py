@@ -165,6 +165,8 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         thread = readable[-1].main_thread(pid) if readable else None
     stack = thread.frames if thread is not None else ()
     wait = _wait(stack, table, memo, source)
+    if wait is not None and wait.evidence == "source" and not _seen_in_most(wait, threads, table, memo, source):
+        wait = None  # a moving rank caught once on a line like `.item()`: a guess from one line, not where it waits
     gpu = record.identity.gpu
     if gpu is None and stack and gpu_in_stack(stack):
         gpu = True
@@ -218,6 +220,17 @@ def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:
                 tag = found.get("tag", "").strip()
                 return Peer(key, int(value), frames[index], int(tag) if tag.lstrip("-").isdigit() else None)
     return None
+
+
+def _seen_in_most(wait: Wait, threads: list[ThreadStack], table: WaitTable, memo: dict[int, Wait | None] | None,
+                  source: dict | None) -> bool:
+    """Whether most answered samples of a rank whose stack moved sit in a wait of this kind (one sample, or a
+    stack that never moved, always counts: there is nothing to outvote it)."""
+    stacks = [t.frames for t in threads]
+    if progress_of(stacks) != PROGRESSING:
+        return True
+    same = sum(1 for frames in stacks if (w := _wait(frames, table, memo, source)) is not None and w.kind == wait.kind)
+    return 2 * same > len(stacks)
 
 
 def _wait(stack: Stack, table: WaitTable, memo: dict[int, Wait | None] | None, source: dict | None) -> Wait | None:

@@ -138,6 +138,21 @@ def test_changing_stacks_are_progressing_and_all_moving_is_not_hung():
     assert v.headline.startswith("Not hung")
 
 
+def test_a_moving_rank_caught_once_on_an_item_line_is_busy_not_waiting_for_the_gpu():
+    # fcu_infinite_iter_empty_shard's live attach in a CI run: rank 2 spins re-creating a DataLoader iterator and
+    # its last sample sat on `.item()` of a CPU seed in _BaseDataLoaderIter.__init__ (a line the source rules
+    # read as a GPU sync); its other samples were elsewhere in the loop.
+    spin = (Frame("__init__", "torch/utils/data/dataloader.py", 693), *frames("__iter__", "loop", "main"))
+    elsewhere = (Frame("__iter__", "torch/utils/data/dataloader.py", 480), *frames("loop", "main"))
+    samples = {0: [BCAST] * 3, 1: [BCAST] * 3, 2: [elsewhere, frames("loop", "main"), spin]}
+    moving = collection(samples)
+    moving.source_lines[("torch/utils/data/dataloader.py", 693)] = "            .item()"
+    assert diagnose(moving).views[2].activity == "busy"
+    still = collection({**samples, 2: [spin, spin, spin]})  # caught there every time: the line's guess stands
+    still.source_lines[("torch/utils/data/dataloader.py", 693)] = "            .item()"
+    assert diagnose(still).views[2].activity == "device-sync"
+
+
 def test_single_sample_is_unknown():
     v = diagnose(collection({0: [BCAST], 1: [BCAST]}))
     assert v.hung is None and v.views[0].progress == UNKNOWN
