@@ -10,6 +10,9 @@ of ranks needs from it is much less:
   Ranks in the same place of the same program have the same `codes`, whatever their group: the front end
   compares each distinct string once, not each rank;
 - when each was issued: `times`, nanoseconds as deltas from the first (read only for the group that parted);
+- where torch timed the kernels (NCCL with TORCH_NCCL_ENABLE_TIMING=1): `durations`, each one's milliseconds
+  for the group's last KEPT_DURATIONS ids, from `durations_first` (a slow rank's collectives are the short ones:
+  its peers' kernels started first and waited for it);
 - each group's last collective and last point-to-point entry; the latest of them (where the rank is) with the
   Python stack it was issued from, the others without (a stack is most of a dump's bytes);
 - the group configuration and status, the status re-keyed from the local pg_id to the group's name.
@@ -35,6 +38,7 @@ from hangdoctor.clicore.inputs import InputRefused, NotRegular, read_bytes
 
 FORMAT = "hangdoctor-fr-summary/1"
 GAP = "-"
+KEPT_DURATIONS = 256  # the last ids' kernel times are kept (each rank's differ: they are not shared like codes)
 MAX_GAP = 100_000  # ids a group's entries may skip in all (torch keeps them consecutive; a few are evicted)
 MAX_BYTES = 512 << 20  # a dump of 20,000 entries with stacks is a few MB
 _RANK = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
@@ -241,7 +245,7 @@ def summarize(raw: dict) -> dict:
                     tuple(dtypes) if isinstance(dtypes, list) else ())
         key = code(text)
         whats[key] = text
-        per_group.setdefault(name, {})[seq] = (key, int(item.get("time_created_ns") or 0))
+        per_group.setdefault(name, {})[seq] = (key, int(item.get("time_created_ns") or 0), _duration(item))
         if name not in last or seq >= last[name][0]:
             last[name] = (seq, item)
     kept = [item for _, item in last.values()] + list(p2p_last.values())
@@ -253,7 +257,7 @@ def summarize(raw: dict) -> dict:
         first, end = min(seqs), max(seqs)
         if end - first >= 4 * len(seqs) + MAX_GAP:  # one code per id: a span of 10**15 ids is damage, not a dump
             raise ValueError(f"group {name}: collective_seq_id from {first} to {end} for {len(seqs)} entries")
-        codes, times, previous = [], [], None
+        codes, times, durations, previous = [], [], [], None
         for seq in range(first, end + 1):
             found = seqs.get(seq)
             codes.append(found[0] if found else GAP)
@@ -262,7 +266,12 @@ def summarize(raw: dict) -> dict:
                 previous = found[1]
             else:
                 times.append(GAP)
+            if seq > end - KEPT_DURATIONS:
+                durations.append(GAP if found is None or found[2] is None else f"{found[2]:.3f}")
         groups[name] = {"first": first, "codes": " ".join(codes), "times": " ".join(times), "last": last[name][1]}
+        if any(d != GAP for d in durations):  # kernel times: NCCL with TORCH_NCCL_ENABLE_TIMING=1
+            groups[name]["durations"] = " ".join(durations)
+            groups[name]["durations_first"] = end - len(durations) + 1
     status = {}
     for pg_id, value in (raw.get("pg_status") or {}).items():
         if isinstance(value, dict) and str(pg_id) in names_of_ids:
@@ -286,6 +295,20 @@ def summarize(raw: dict) -> dict:
 
 _KEPT = ("process_group", "pg_id", "profiling_name", "is_p2p", "p2p_seq_id", "collective_seq_id", "input_sizes",
          "input_dtypes", "output_sizes", "state", "time_created_ns")
+
+
+def _duration(item: dict) -> float | None:
+    """The collective's kernel time in milliseconds (CUDA events around it: NCCL with TORCH_NCCL_ENABLE_TIMING=1;
+    None where torch recorded none: gloo, timing off, or not yet completed)."""
+    value = item.get("duration_ms")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
+        return None
+    return float(value)
+
+
+def durations_of(first: int, durations: str) -> dict[int, float]:
+    """`durations` back to {seq: milliseconds}."""
+    return {first + offset: float(value) for offset, value in enumerate(durations.split()) if value != GAP}
 
 
 def _trimmed(item: dict, with_stack: bool) -> dict:
