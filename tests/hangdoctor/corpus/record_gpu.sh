@@ -11,7 +11,7 @@ python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.n
 failed=0
 for case in "$@"; do
     start=$(date +%s)
-    timeout 240 python3 -m tests.hangdoctor.corpus.record "$case" || { failed=1; echo "FAILED: $case"; }
+    timeout "${HD_CASE_TIMEOUT:-240}" python3 -m tests.hangdoctor.corpus.record "$case" || { failed=1; echo "FAILED: $case"; }
     echo "$case: $(( $(date +%s) - start )) s"
 done
 tar czf "${OUT:-/tmp}/gpu_cases.tgz" $(for c in "$@"; do echo tests/hangdoctor/corpus/$c; done)
