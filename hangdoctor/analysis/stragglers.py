@@ -9,6 +9,10 @@ whole job. A rank is a straggler when the median share its peers spend waiting o
 by more than the noise of the measurement allows (`threshold`): that difference is the share of time the others
 waited for it. Device syncs are not counted as waiting on peers: a slow GPU shows there too.
 
+On a GPU the wait for a slow rank happens inside the NCCL kernel, where no CPU sample sees it: where the ranks'
+Flight Recorder traces carry kernel times (TORCH_NCCL_ENABLE_TIMING=1), kernel_times.py reads who the kernels
+waited for, and its stragglers join these (evidence added to a rank both name).
+
 What the straggler does instead is the differential view: the activities and the innermost Python frames where
 its share of samples exceeds its peers' median. No straggler: the job is simply slow, and where time goes
 (the median share of each activity) is said instead.
@@ -21,6 +25,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
+from hangdoctor.analysis.kernel_times import MIN_GAP as KERNEL_GAP
+from hangdoctor.analysis.kernel_times import KernelComparison, KernelStraggler, compare_kernel_times
 from hangdoctor.analysis.loader_workers import loader_busy
 from hangdoctor.analysis.waits import WaitTable, default_table, innermost_python
 from hangdoctor.model import OK, Collection, RankRecord, Stack
@@ -78,6 +84,7 @@ class ProfileFinding:
     where_time_goes: list[tuple[str, float]]  # activity -> median share over ranks, largest first
     unprofiled: list[tuple[int, str]]  # (rank, why) of ranks without a profile
     notes: list[str] = field(default_factory=list)  # ranks the others waited for that are not stragglers, and why
+    kernels: list[KernelComparison] = field(default_factory=list)  # the GPU's kernel times, per process group
 
 
 def main_stacks(record: RankRecord) -> list[tuple[Stack, int]]:
@@ -167,11 +174,31 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
                     notes.append(in_phase)
                 else:
                     stragglers.append(found)
+    kernels = compare_kernel_times(collection.flight_recorder)
+    for comparison in kernels:
+        for found in comparison.stragglers:
+            _add_kernel_straggler(stragglers, found, collection)
     stragglers.sort(key=lambda s: -s.waited_for)
     where = _where_time_goes(ranks)
     return ProfileFinding(seconds=seconds, rate=rate, ranks=ranks, stragglers=stragglers,
                           headline=_headline(stragglers, ranks, where, unprofiled, notes), where_time_goes=where,
-                          unprofiled=unprofiled, notes=notes)
+                          unprofiled=unprofiled, notes=notes, kernels=kernels)
+
+
+def _add_kernel_straggler(stragglers: list[Straggler], found: KernelStraggler, collection: Collection) -> None:
+    """A rank the GPU's kernel times name: its evidence joins the sampled profile's where that named it too."""
+    for straggler in stragglers:
+        if straggler.ranks == [found.rank]:
+            straggler.evidence += f"; and {found.evidence}"
+            straggler.waited_for = max(straggler.waited_for, found.share)
+            return
+    record = next((r for r in collection.records if r.rank == found.rank), None)
+    coords = record.identity.coords_label() if record is not None else ""
+    host = record.identity.host if record is not None else ""
+    where = f"rank {found.rank}" + (f" ({coords})" if coords else "") + (f" on {host}" if host else "")
+    stragglers.append(Straggler(ranks=[found.rank], coords=[coords], hosts=[host], waited_for=found.share,
+                                own_wait=0.0, peers_wait=found.share, threshold=KERNEL_GAP,
+                                group=f"process group {found.group}", evidence=f"{where}: {found.evidence}"))
 
 
 def _pipelined(collection: Collection) -> bool:
@@ -247,13 +274,13 @@ def _where_time_goes(ranks: list[RankShares]) -> list[tuple[str, float]]:
 
 def _headline(stragglers: list[Straggler], ranks: list[RankShares], where: list[tuple[str, float]],
               unprofiled: list, notes: list[str]) -> str:
-    if not ranks:
-        return "NO PROFILE: no rank could be profiled"
     if stragglers:
         first = stragglers[0]
         label = f"rank {first.ranks[0]}" + (f" ({first.coords[0]})" if first.coords[0] else "")
         more = f" (and {len(stragglers) - 1} more)" if len(stragglers) > 1 else ""
         return f"SLOW RANK: {label}{more}: its peers waited for it {first.waited_for:.0%} of the time"
+    if not ranks:
+        return "NO PROFILE: no rank could be profiled"
     waits = sorted(r.peer_wait for r in ranks)
     time_goes = ", ".join(f"{what} {share:.0%}" for what, share in where[:4])
     partial = f"; {len(unprofiled)} rank(s) not profiled" if unprofiled else ""

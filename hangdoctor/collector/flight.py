@@ -4,8 +4,8 @@ A job that calls `torch.distributed.debug.start_debug_server()` runs, in every r
 ephemeral port bound to every address ("::"), and registers its URL in the job's TCPStore. We read no store:
 the rank's own listening sockets are in /proc (its socket inodes in /proc/PID/fd, the listeners in
 /proc/PID/net/tcp and tcp6). A listener bound to every address, other than MASTER_PORT (the store rank 0 may
-host), is a candidate; each gets one `POST /handler/fr_trace_json` (what torch's own frontend sends), answered
-within `timeout` or given up. A reply that is not a Flight Recorder trace is ignored. Nothing else is sent to
+host), is a candidate; each gets `POST /handler/fr_trace_json` and `/handler/dump_nccl_trace_json` (what torch's
+own frontend sends for the CPU and the NCCL recorder), answered within `timeout` or given up. A reply that is not a Flight Recorder trace is ignored. Nothing else is sent to
 the job, and no signal: gloo's and NCCL's own listeners are bound to one address and never probed.
 """
 
@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from hangdoctor.collector.fr_summary import summarize
 
 ENDPOINT = "/handler/fr_trace_json"
+NCCL_ENDPOINT = "/handler/dump_nccl_trace_json"
 _LISTEN = "0A"
 _ANY = {"00000000", "00000000000000000000000000000000"}  # 0.0.0.0 and :: as /proc/net writes them
 
@@ -95,8 +96,26 @@ def fetch_traceback(pid: int, env: dict, *, timeout: float = 1.5, deadline: floa
 
 
 def fetch_one(port: int, timeout: float) -> dict | None:
-    """The trace from one port, or None when it is not a worker server (or too slow)."""
-    body = _post(port, ENDPOINT, timeout)
+    """The trace from one port, or None when it is not a worker server (or too slow). NCCL keeps a recorder of
+    its own (with the kernels' times when TORCH_NCCL_ENABLE_TIMING=1), served at NCCL_ENDPOINT; the other
+    backends' is at ENDPOINT (a torch without it answers 404 there). Both are asked, within `timeout` in all,
+    and their entries joined: a job may run gloo groups beside NCCL ones."""
+    started = time.monotonic()
+    trace = _trace(port, ENDPOINT, timeout)
+    left = timeout - (time.monotonic() - started)
+    nccl = _trace(port, NCCL_ENDPOINT, left) if left > 0.05 else None
+    if trace is None or nccl is None:
+        return trace or nccl
+    joined = dict(trace)
+    joined["entries"] = trace["entries"] + nccl["entries"]
+    for key in ("pg_config", "pg_status"):
+        if isinstance(trace.get(key), dict) and isinstance(nccl.get(key), dict):
+            joined[key] = {**trace[key], **nccl[key]}
+    return joined
+
+
+def _trace(port: int, endpoint: str, timeout: float) -> dict | None:
+    body = _post(port, endpoint, timeout)
     if body is None:
         return None
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hangdoctor.clicore.argtypes import MAX_RANKS
 from hangdoctor.collector.fr_summary import FORMAT as SUMMARY
-from hangdoctor.collector.fr_summary import (GAP, DecodeError, decode, op_of, rank_in_name, read_regular, shapes,
+from hangdoctor.collector.fr_summary import (GAP, DecodeError, decode, durations_of, op_of, rank_in_name, read_regular, shapes,
                                              summarize, times_of, what)
 from hangdoctor.formats import frames as interned
 from hangdoctor.model import Stack
@@ -74,6 +74,8 @@ class GroupTrace:
     codes: str
     times: str
     whats: dict[str, str]  # code -> what, e.g. "broadcast [4 float32]"
+    durations: str = ""  # the kernels' milliseconds of the last ids, from `durations_first` (NCCL with timing on)
+    durations_first: int = 0
 
     @property
     def key(self) -> tuple[int, str]:
@@ -91,6 +93,10 @@ class GroupTrace:
     @property
     def last(self) -> int:
         return self.seqs()[1]
+
+    def kernel_times(self) -> dict[int, float]:
+        """{seq: milliseconds the collective's kernel ran}, where torch timed it; {} where it did not."""
+        return durations_of(self.durations_first, self.durations) if self.durations else {}
 
     def time_of(self, seq: int) -> int:
         """When `seq` was issued (ns since the epoch), 0 when unknown; only the parting group's ranks are asked."""
@@ -167,7 +173,7 @@ def from_summary(summary: dict, rank: int, source: str) -> FrDump:
     for name, trace in summary["groups"].items():
         codes = str(trace["codes"])
         dump.sequences[name] = GroupTrace(int(trace["first"]), _strings.setdefault(codes, codes), str(trace["times"]),
-                                          whats)
+                                          whats, str(trace.get("durations", "")), int(trace.get("durations_first", 0)))
         dump.entries.append(_entry(trace["last"]))
     dump.entries += [_entry(item) for item in summary["p2p_last"].values()]
     for name, pairs in (summary.get("p2p") or {}).items():  # summaries of older collectors have none

@@ -38,6 +38,11 @@ def finding_to_dict(finding: ProfileFinding) -> dict:
         } for r in finding.ranks],
         "unprofiled": [{"rank": rank, "why": why} for rank, why in finding.unprofiled],
         "notes": finding.notes,
+        "kernel_times": [{
+            "group": k.group, "ranks": k.ranks, "compared": k.compared,
+            "last_counts": {str(rank): n for rank, n in sorted(k.last_counts.items())},
+            "stragglers": [s.rank for s in k.stragglers],
+        } for k in finding.kernels],
     }
 
 
@@ -56,6 +61,10 @@ def render_text(report: dict) -> str:
         lines.append("")
     for note in report["notes"]:
         lines += [f"note: {note}", ""]
+    for k in report["kernel_times"]:
+        counts = ", ".join(f"rank {rank} {n}" for rank, n in k["last_counts"].items())
+        lines += [f"GPU kernel times, process group {k['group']}: {k['compared']} collectives compared; arrived last: "
+                  f"{counts}" + ("" if k["stragglers"] else " (no rank last in most: no GPU straggler)"), ""]
     if report["where_time_goes"]:
         lines.append("where time goes (median over ranks): "
                      + ", ".join(f"{w['what']} {w['share']:.0%}" for w in report["where_time_goes"][:6]))
