@@ -114,7 +114,8 @@ GPU_PROFILE = Path(__file__).parent / "data" / "gpu_profile_h100"
 
 
 @pytest.mark.xfail(strict=True, reason="a slow GPU rank is not seen from the CPU: both ranks spin in loss.item()'s "
-                   "cudaStreamSynchronize, read as work (data/gpu_profile_h100/README.md)")
+                   "cudaStreamSynchronize, read as work (data/gpu_profile_h100/README.md); this recording has no "
+                   "Flight Recorder kernel times, which name it (test_kernel_times.py)")
 def test_a_slow_gpu_rank_recorded_on_an_h100_is_named():
     done = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", str(GPU_PROFILE / "slow" / "nodes"), "--profile",
                         "--json"], timeout=60, env=child_env())
