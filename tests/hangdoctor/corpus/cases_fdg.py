@@ -1,0 +1,10 @@
+"""First-contact batch fdg (eighteenth first-contact round, part A): live and shape cases from public programs and
+reports (see each case.json)."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# Context-parallel state passing (blocking send/recv autograd functions) inside a non-reentrant activation
+# checkpoint (ByteDance-Seed/VeOmni PR #1076 review), 2 ranks: rank 1's backward recomputes its checkpointed block,
+# whose StateRecv posts a second recv from rank 0; rank 0 waits in StateSend.backward's recv of the gradient from
+# rank 1.
+register(LiveCase("fdg_cp_ckpt_recompute_recv", torchrun(2, "fdg_cp_ckpt_recompute_recv.py"), ranks=2, settle=2.0))
