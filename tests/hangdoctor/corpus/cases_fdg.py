@@ -8,3 +8,10 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # whose StateRecv posts a second recv from rank 0; rank 0 waits in StateSend.backward's recv of the gradient from
 # rank 1.
 register(LiveCase("fdg_cp_ckpt_recompute_recv", torchrun(2, "fdg_cp_ckpt_recompute_recv.py"), ranks=2, settle=2.0))
+
+# DDP gradient accumulation through no_sync() with an end-of-dataloader flush (FunASR PR #3472's trainer condition,
+# accelerate's sync at the end of the dataloader) over rank-dependent dataloader lengths (mosaicml/composer#3415),
+# 3 ranks: rank 1's loader has 13 batches, the others 12; its end-of-loader flush issues a fourth gradient
+# all-reduce (DDP backward); ranks 0 and 2 wait in the barrier before rank 0's checkpoint save.
+register(LiveCase("fdg_accum_end_of_loader_sync", torchrun(3, "fdg_accum_end_of_loader_sync.py"), ranks=3,
+                  settle=2.0))
