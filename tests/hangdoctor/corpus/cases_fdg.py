@@ -19,6 +19,6 @@ register(LiveCase("fdg_accum_end_of_loader_sync", torchrun(3, "fdg_accum_end_of_
 # submitit-style SIGUSR2 handler that checkpoints and, on global rank 0, runs `scontrol requeue` through
 # subprocess.check_call without a timeout (facebookincubator/submitit PR #1713; Azure/cyclecloud-slurm PR #233),
 # 3 ranks: rank 0 waits in Popen.wait for a scontrol that never exits (a stand-in on PATH); ranks 1 and 2 carried on
-# and wait in step 4's DDP gradient all-reduce.
+# and wait in step 3's DDP gradient all-reduce.
 register(LiveCase("fdg_sigusr2_scontrol_requeue", torchrun(3, "fdg_sigusr2_scontrol_requeue.py"), ranks=3,
                   settle=2.0))
