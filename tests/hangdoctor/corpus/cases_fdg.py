@@ -22,3 +22,8 @@ register(LiveCase("fdg_accum_end_of_loader_sync", torchrun(3, "fdg_accum_end_of_
 # and wait in step 3's DDP gradient all-reduce.
 register(LiveCase("fdg_sigusr2_scontrol_requeue", torchrun(3, "fdg_sigusr2_scontrol_requeue.py"), ranks=3,
                   settle=2.0))
+
+# DDP trainer that resumes from a torch.distributed.checkpoint folder with the torch.load habit, on rank 0 only, while
+# ranks 1-2 wait in a barrier (deepspeedai/DeepSpeed PR #801: a collective checkpoint call made on rank 0 alone),
+# 3 ranks: rank 0 waits in dcp.load's plan gather (gather_object's all_gather); ranks 1 and 2 in the barrier.
+register(LiveCase("fdg_dcp_resume_rank0_load", torchrun(3, "fdg_dcp_resume_rank0_load.py"), ranks=3, settle=2.5))
