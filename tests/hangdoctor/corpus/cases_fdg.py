@@ -27,3 +27,21 @@ register(LiveCase("fdg_sigusr2_scontrol_requeue", torchrun(3, "fdg_sigusr2_scont
 # ranks 1-2 wait in a barrier (deepspeedai/DeepSpeed PR #801: a collective checkpoint call made on rank 0 alone),
 # 3 ranks: rank 0 waits in dcp.load's plan gather (gather_object's all_gather); ranks 1 and 2 in the barrier.
 register(LiveCase("fdg_dcp_resume_rank0_load", torchrun(3, "fdg_dcp_resume_rank0_load.py"), ranks=3, settle=2.5))
+
+# Shape (marin-community/marin#8534, JAX on GB200, 704 processes): after a restore, every process waits at the
+# post-restore barrier (multihost_utils.sync_global_devices, a device all-gather with no timeout) except one whose
+# TensorStore S3 read stalled. Four stand-in processes started by the cluster's shell (no Python launcher): process 2
+# waits in its read's Future.result(); processes 0, 1, 3 in sync_global_devices.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import shape_env, tree  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+_JAX = "fdg_jax_restore_barrier_stalled_read"
+register(LiveCase(
+    _JAX,
+    ("sh", "-c", f"cd {shlex.quote(tree(_JAX))}\n"
+     + "".join(f"HD_PROCESS_ID={i} HD_PROCESS_COUNT=4 {shlex.quote(PYTHON)} experiments/grug/train.py &\n"
+               for i in range(4))
+     + "wait"),
+    ranks=4, shape=True, settle=2.0, env=shape_env(_JAX)))
