@@ -1,0 +1,9 @@
+"""First-contact batch fdh (eighteenth first-contact round, part B): live cases from public programs and reports
+(see each case.json), and one shape case."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# TP=2 x DP=2 trainer whose data-parallel group is picked as dp_groups[rank // tp] (pytorch/pytorch#67600: a
+# collective on a group the rank is not in returns at once), 4 ranks: ranks 1 and 2 skip the DP all_reduce and wait
+# in the next step's TP all_reduce; ranks 0 and 3 wait in the DP all_reduce for them.
+register(LiveCase("fdh_dp_group_index_noop", torchrun(4, "fdh_dp_group_index_noop.py"), ranks=4, settle=2.0))
