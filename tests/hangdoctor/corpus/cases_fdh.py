@@ -7,3 +7,9 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # collective on a group the rank is not in returns at once), 4 ranks: ranks 1 and 2 skip the DP all_reduce and wait
 # in the next step's TP all_reduce; ranks 0 and 3 wait in the DP all_reduce for them.
 register(LiveCase("fdh_dp_group_index_noop", torchrun(4, "fdh_dp_group_index_noop.py"), ranks=4, settle=2.0))
+
+# Lightning DDP, a Callback calling trainer.save_checkpoint() from a @rank_zero_only method
+# (Lightning-AI/pytorch-lightning#10947), 3 ranks: rank 0 waits in save_checkpoint's closing barrier; ranks 1 and 2
+# in the next step's SIGTERM-flag broadcast (_broadcast_sigterm_tensor).
+register(LiveCase("fdh_lightning_save_ckpt_rank_zero", torchrun(3, "fdh_lightning_save_ckpt_rank_zero.py"), ranks=3,
+                  settle=3.0))
