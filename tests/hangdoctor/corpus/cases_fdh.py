@@ -13,3 +13,9 @@ register(LiveCase("fdh_dp_group_index_noop", torchrun(4, "fdh_dp_group_index_noo
 # in the next step's SIGTERM-flag broadcast (_broadcast_sigterm_tensor).
 register(LiveCase("fdh_lightning_save_ckpt_rank_zero", torchrun(3, "fdh_lightning_save_ckpt_rank_zero.py"), ranks=3,
                   settle=3.0))
+
+# DDP re-ID trainer whose dataset's read_image retries an unreadable image until it opens
+# (DTennant/reid_baseline_with_syncbn#6), 3 ranks: rank 1 spins in read_image on a truncated JPEG; ranks 0 and 2
+# wait in step 2's backward (DDP gradient all_reduce).
+register(LiveCase("fdh_reid_read_image_retry_spin", torchrun(3, "fdh_reid_read_image_retry_spin.py"), ranks=3,
+                  settle=2.0))
