@@ -19,3 +19,10 @@ register(LiveCase("fdh_lightning_save_ckpt_rank_zero", torchrun(3, "fdh_lightnin
 # wait in step 2's backward (DDP gradient all_reduce).
 register(LiveCase("fdh_reid_read_image_retry_spin", torchrun(3, "fdh_reid_read_image_retry_spin.py"), ranks=3,
                   settle=2.0))
+
+# Multilingual evaluation with lazily imported per-language scoring plugins (python/cpython#125037: an import that
+# starts a thread and joins it while the thread imports the same module hangs undetected), 3 ranks: only rank 1
+# imports the Japanese plugin and deadlocks inside the import (main thread in join, warm-up thread on the import
+# lock); ranks 0 and 2 wait in the score all_reduce. fdh_import_thread_plugin_ja.py is its helper module.
+register(LiveCase("fdh_import_thread_join_deadlock", torchrun(3, "fdh_import_thread_join_deadlock.py"), ranks=3,
+                  settle=2.0))
