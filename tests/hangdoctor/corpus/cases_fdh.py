@@ -26,3 +26,21 @@ register(LiveCase("fdh_reid_read_image_retry_spin", torchrun(3, "fdh_reid_read_i
 # lock); ranks 0 and 2 wait in the score all_reduce. fdh_import_thread_plugin_ja.py is its helper module.
 register(LiveCase("fdh_import_thread_join_deadlock", torchrun(3, "fdh_import_thread_join_deadlock.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape (EleutherAI/sae on 8 GPUs over NCCL, 4 ranks here): EleutherAI/sparsify PR #5, SaeTrainer.save() returns at
+# once on every rank but 0 (layers not distributed) and only rank 0 reaches the dist.barrier() that ends it: rank 0
+# waits in that barrier; ranks 1-3 go on training (NCCL all_reduces enqueue without blocking) and wait on the GPU at
+# the next logging step's .item().
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fdh_sae_save_early_return_barrier",
+    in_tree("fdh_sae_save_early_return_barrier",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 4 -m sae "
+            "EleutherAI/pythia-160m togethercomputer/RedPajama-Data-1T-Sample --attn_implementation=eager"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fdh_sae_save_early_return_barrier", str(LAUNCHERS)),
+))
