@@ -181,11 +181,23 @@ RULES: tuple[WaitRule, ...] = (
     R("barrier", "accelerate", "accelerate/", "wait_for_everyone", op="barrier"),
     R("collective", "transformers", "transformers/trainer_pt_utils.py", "distributed_concat|nested_gather|"
       "distributed_broadcast_scalars", op="all_gather"),
+    # ---- JAX multi-process (its collectives run as computations; the host waits in their result) -----------
+    R("barrier", "jax", "jax/experimental/multihost_utils.py", "sync_global_devices", op="barrier",
+      says="JAX's barrier across processes (an all-gather of a name every process must reach)"),
+    R("collective", "jax", "jax/experimental/multihost_utils.py", "process_allgather|broadcast_one_to_all|"
+      "host_local_array_to_global_array|global_array_to_host_local_array", op="all_gather",
+      says="JAX's collective across processes"),
+    R("", "jax", "jax/experimental/multihost_utils.py", ".*", role="layer"),  # its helpers' internals
+    R("device-sync", "jax", "jax/_src/array.py", "ArrayImpl._value|ArrayImpl.__array__|ArrayImpl.block_until_ready|"
+      "ArrayImpl._single_device_array_to_np_array|ArrayImpl.tolist|ArrayImpl.item", op="synchronize",
+      says="a JAX array's value read by the host: it waits for the computation that makes it"),
     # ---- waiting for the GPU --------------------------------------------------------------------------------
     R("device-sync", "torch.cuda", "torch/cuda/", "synchronize|Stream.synchronize|Event.synchronize|Event.wait|"
       "Stream.wait_event|Stream.wait_stream|Event.elapsed_time|Event.query", op="synchronize",
       says="waiting for the GPU"),
     # ---- locks, data, sleep, I/O ---------------------------------------------------------------------------
+    R("io", "tensorstore", "tensorstore/", "Future.result|result|Future.wait|wait", op="storage I/O",
+      says="a TensorStore read or write (checkpoint storage: a slow or hung file system or object store)"),
     R("io", "torch profiler", "torch/autograd/profiler.py", "export_chrome_trace|export_stacks|.*export_chrome_trace",
       op="profiler export", says="writing the profiler's trace file: a slow or hung file system"),
     R("io", "torch profiler", "torch/profiler/profiler.py", ".*export_chrome_trace|.*export_stacks|"

@@ -10,14 +10,16 @@ few apart. Evidence, not proof (the few may be where the program meant every ran
 
 from __future__ import annotations
 
+from hangdoctor.analysis.ahead import compare
 from hangdoctor.analysis.places import Place
 from hangdoctor.analysis.ranks import STUCK, RankView
 from hangdoctor.analysis.suspects import Suspect
 from hangdoctor.topology import fold_ranks
 
 
-def odd_path_suspects(views: dict[int, RankView], places: list[Place]) -> list[Suspect]:
-    """Low suspects for the few ranks whose path into the one shared place parts from the majority's."""
+def odd_path_suspects(views: dict[int, RankView], places: list[Place], blocks: dict | None = None) -> list[Suspect]:
+    """Low suspects for the few ranks whose path into the one shared place parts from the majority's; with the
+    loops' counters (`blocks` and --locals), the side a pass further through the loop, whatever its size."""
     answered = [v for v in views.values() if v.responded and v.stack]
     if len(answered) < 3 or len([p for p in places if p.ranks]) != 1:
         return []
@@ -31,6 +33,10 @@ def odd_path_suspects(views: dict[int, RankView], places: list[Place]) -> list[S
     for rank, path in paths.items():
         frame = path[depth] if depth < len(path) else None
         groups.setdefault((frame.name, frame.file, frame.line) if frame else (), []).append(rank)
+    if len(groups) == 2 and all(groups):
+        further = _a_pass_further(views, list(groups.values()), blocks)
+        if further:
+            return further
     largest = max(groups.values(), key=len)
     if 2 * len(largest) < len(answered):
         return []
@@ -59,3 +65,26 @@ def _parting(paths: list[list]) -> int | None:
         if any(p[depth] is not first and p[depth] != first for p in paths[1:]):
             return depth
     return None if all(len(p) == shortest for p in paths) else shortest
+
+
+def _a_pass_further(views: dict[int, RankView], sides: list[list[int]], blocks: dict | None) -> list[Suspect]:
+    """Two sides in the same call from two lines of one function (`all_reduce(x, group=tp)` and, further down the
+    loop, `all_reduce(g, group=dp)`): where the loop's counter in their locals differs, the side a pass further
+    went past a collective the other still waits in (it returned for that side alone: a skipped call, or a group
+    the rank is not in). Medium: the counter proves the order, the stacks do not say why it returned."""
+    a, b = (views[side[0]] for side in sides)
+    order = compare(a.stack, b.stack, blocks, a.frame_locals, b.frame_locals)
+    if order is None or not order.by_counter:
+        return []
+    ahead, behind = sides[order.ahead], sides[1 - order.ahead]
+    if any(compare(views[r].stack, a.stack if order.ahead == 0 else b.stack, blocks, views[r].frame_locals,
+                   a.frame_locals if order.ahead == 0 else b.frame_locals) is not None for r in ahead[1:]):
+        return []  # the side is not one pass: its own ranks are at different points
+    frame = order.frame
+    who = f"rank{'s' if len(ahead) > 1 else ''} {fold_ranks(sorted(ahead))}"
+    came = f"{frame.name} ({frame.file}:{order.lines[order.ahead]})"
+    reason = (f"every rank waits in the same call, but from two lines of {frame.name} ({frame.file}): {order.why}; "
+              f"{who} went past a collective rank{'s' if len(behind) > 1 else ''} {fold_ranks(sorted(behind))} "
+              f"still wait{'' if len(behind) > 1 else 's'} in (it returned for {'them' if len(ahead) > 1 else 'it'} "
+              "alone: a call skipped, or a group it is not in)")
+    return [Suspect(sorted(ahead), came, reason, "odd-path", "medium", [{"type": "locals", "text": order.why}])]

@@ -101,7 +101,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects = apply_causes(suspects, causes, graph, dims)
     answered = {r for r, v in views.items() if v.responded}
     if not suspects or all(set(s.ranks) >= answered for s in suspects):  # no rank told apart by where they are:
-        suspects = odd_path_suspects(views, places) or suspects  # how they came there may tell,
+        suspects = odd_path_suspects(views, places, collection.source_blocks) or suspects  # how they came there may tell,
     if not suspects:  # or their other threads
         suspects = odd_thread_suspects(collection.records, views, table)
     # a low suspect that holds every rank that answered ("apart from the others", "waits on the GPU") tells no rank
@@ -109,7 +109,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects.sort(key=lambda s: s.confidence == "low" and set(s.ranks) >= answered)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
-        suspects, hints = with_sequence(sequences, suspects, hints, dims, unread)
+        suspects, hints = with_sequence(sequences, suspects, hints, dims, unread, views)
     gaps = p2p_gaps(collection.flight_recorder) if collection.flight_recorder else []
     if gaps:
         suspects, hints = with_p2p(gaps, suspects, hints, dims)
@@ -185,12 +185,19 @@ def partial_reason(partial: list[str], empty: int) -> str:
 
 
 def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: list[str],
-                  dims: ParallelDims | None, unread: list[int] = ()) -> tuple[list[Suspect], list[str]]:
+                  dims: ParallelDims | None, unread: list[int] = (),
+                  views: dict[int, RankView] | None = None) -> tuple[list[Suspect], list[str]]:
     """The Flight Recorder's evidence before the stacks': its suspects first (a stack suspect of the same ranks
-    takes its evidence and becomes certain), its partings first among the hints."""
+    takes its evidence and becomes certain), its partings first among the hints. Ranks that "never issued" a
+    collective while their stacks wait on the store (`new_group`, a store barrier, a rendezvous: calls the
+    recorder does not hold) are waiting for the ranks that went past that call, not late: the ranks that issued
+    it are then the suspects."""
     everyone, groups = groups, merge_alike(groups, dims)
     found = []
     for ranks, kind, sure, reason in suspects_from(groups):
+        ahead = _past_a_store_wait(ranks, kind, groups, views or {})
+        if ahead is not None:
+            ranks, kind, sure, reason = ahead
         evidence = {"type": "flight-recorder", "text": reason}
         same = next((s for s in suspects if s.ranks == ranks), None)
         if same is not None:
@@ -221,6 +228,30 @@ def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: l
                       f"{last[1]} up to #{last[0]}): no rank skipped or reordered one; if ranks still wait, the "
                       "collective itself (network, NCCL/gloo) is stuck"]
     return found + suspects, parted + hints
+
+
+def _past_a_store_wait(never: list[int], kind: str, groups: list[GroupSequence],
+                       views: dict[int, RankView]) -> tuple[list[int], str, str, str] | None:
+    """(ranks, kind, confidence, reason) naming the ranks that issued the collective, where every rank said to
+    have never issued it waits on the store (a wait no recorder entry stands for) and none of the issuers does."""
+    if kind != "never-issued":
+        return None
+    waits = [views[r].wait for r in never if r in views]
+    if len(waits) != len(never) or any(w is None or w.kind != "store" for w in waits):
+        return None
+    parting = next((g.parting for g in groups if g.parting is not None and g.parting.kind == "missing"
+                    and sorted(g.parting.never) == never), None)
+    if parting is None:
+        return None
+    issued = sorted(r for ranks in parting.issued.values() for r in ranks)
+    if any(views[r].wait is not None and views[r].wait.kind == "store" for r in issued if r in views):
+        return None
+    label = waits[0].label if len({w.label for w in waits}) == 1 else "store waits"
+    return (issued, "went-past", "medium",
+            f"issued #{parting.seq} (Flight Recorder) while rank{'s' if len(never) > 1 else ''} {fold_ranks(never)} "
+            f"wait{'' if len(never) > 1 else 's'} on the store in {label}, a call the recorder does not hold: "
+            f"{'they' if len(issued) > 1 else 'it'} went past a call the others wait in (a set-up or group creation "
+            f"called by some ranks only)")
 
 
 def with_p2p(gaps: list[P2pGap], suspects: list[Suspect], hints: list[str],
