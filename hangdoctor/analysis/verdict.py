@@ -101,7 +101,8 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects = apply_causes(suspects, causes, graph, dims)
     answered = {r for r, v in views.items() if v.responded}
     if not suspects or all(set(s.ranks) >= answered for s in suspects):  # no rank told apart by where they are:
-        suspects = odd_path_suspects(views, places, collection.source_blocks) or suspects  # how they came there may tell,
+        # how they came there may tell,
+        suspects = odd_path_suspects(views, places, collection.source_blocks) or suspects
     if not suspects:  # or their other threads
         suspects = odd_thread_suspects(collection.records, views, table)
     # a low suspect that holds every rank that answered ("apart from the others", "waits on the GPU") tells no rank

@@ -5,8 +5,9 @@ ephemeral port bound to every address ("::"), and registers its URL in the job's
 the rank's own listening sockets are in /proc (its socket inodes in /proc/PID/fd, the listeners in
 /proc/PID/net/tcp and tcp6). A listener bound to every address, other than MASTER_PORT (the store rank 0 may
 host), is a candidate; each gets `POST /handler/fr_trace_json` and `/handler/dump_nccl_trace_json` (what torch's
-own frontend sends for the CPU and the NCCL recorder), answered within `timeout` or given up. A reply that is not a Flight Recorder trace is ignored. Nothing else is sent to
-the job, and no signal: gloo's and NCCL's own listeners are bound to one address and never probed.
+own frontend sends for the CPU and the NCCL recorder), answered within `timeout` or given up. A reply that is not
+a Flight Recorder trace is ignored. Nothing else is sent to the job, and no signal: gloo's and NCCL's own
+listeners are bound to one address and never probed.
 """
 
 from __future__ import annotations

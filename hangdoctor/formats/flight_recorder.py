@@ -22,8 +22,8 @@ from pathlib import Path
 
 from hangdoctor.clicore.argtypes import MAX_RANKS
 from hangdoctor.collector.fr_summary import FORMAT as SUMMARY
-from hangdoctor.collector.fr_summary import (GAP, DecodeError, decode, durations_of, op_of, rank_in_name, read_regular, shapes,
-                                             summarize, times_of, what)
+from hangdoctor.collector.fr_summary import (GAP, DecodeError, decode, durations_of, op_of, rank_in_name,
+                                             read_regular, shapes, summarize, times_of, what)
 from hangdoctor.formats import frames as interned
 from hangdoctor.model import Stack
 
