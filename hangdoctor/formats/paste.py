@@ -222,6 +222,9 @@ def _open(line: str) -> bool:
     return bool(_PYSPY_OPEN.match(stripped))
 
 
+_NAME_REST = re.compile(r"[\w.<>]+")
+
+
 def _wrap_width(lines: list[str]) -> int | None:
     """The column a collector cut lines at: the longest length without trailing padding, shared by several
     lines of 60 or more (a terminal pads lines with spaces; a cut line reaches the edge)."""
@@ -256,7 +259,10 @@ def join_wrapped(lines: list[str]) -> list[str]:
                 break
             # a cut mid-text leaves the rest at the line's start (a frame's or a local's own line is indented)
             cut = width is not None and len(line.rstrip()) == width and len(following) - len(following.lstrip()) <= 1 \
-                and not _WHOLE.match(following) and bool(_WHOLE.match(_glue(line, following)))
+                and not _WHOLE.match(following) and bool(_WHOLE.match(_glue(line, following))) \
+                and (not _WHOLE.match(line) or bool(_NAME_REST.fullmatch(following.strip())))
+            # (a whole frame line of the cut's length goes on only with the rest of a name: `thread.join()` after
+            # `File "...", line 75, in parallel_apply` is the source line an unindented traceback prints, not a cut)
             if not (_open(line) or cut):
                 break
             line = _glue(line, following)

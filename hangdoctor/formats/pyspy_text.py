@@ -37,6 +37,9 @@ _PROCESS = re.compile(r"^Process (\d+): ?(.*)$")
 # a thread id, or a placeholder a person put in its place ("Thread <pid> (active):" in a post that hid its ids)
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+|<\w+>)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
 _FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<loc>[^()]*)\)$")
+_GDB_THREAD = re.compile(r'^Thread (\d+) \(Thread 0x[0-9A-Fa-f]+ \(LWP (\d+)\)(?: "(.*)")?\):?\s*$')
+_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9A-Fa-f]+\s+in\s+)?(?P<name>[^\s(]+(?:\(.*?\))?[^\s(]*)\s*\(.*?\)"
+                        r"(?:\s+from\s+(?P<lib>\S+)|\s+at\s+(?P<file>\S+?):(?P<line>\d+))?\s*$")
 _LOCALS_HEADER = ("Arguments:", "Locals:")
 # the shell command a paste shows before py-spy's answer: "$ sudo py-spy dump --pid 51740" names the process that a
 # bare "Permission Denied" (no Process header) is about
@@ -75,6 +78,9 @@ class _Thread:
 
 
 def parse_frame(text: str) -> Frame | None:
+    gdb = _GDB_FRAME.match(text)
+    if gdb:  # gdb's `bt`: a C frame ("#5  0x5ae8c2 in cfunction_call () from /lib/libpython3.10.so")
+        return interned.frame(gdb["name"], gdb["lib"] or gdb["file"] or "?", int(gdb["line"] or 0), True)
     match = _FRAME.match(text)
     if not match:
         return None
@@ -186,6 +192,8 @@ class _Parser:
             self.close_error()
             self.error_lines = [stripped]
             return
+        if gdb := _GDB_THREAD.match(stripped):  # gdb's `thread apply all bt`: its thread 1 is the main thread,
+            stripped = f'Thread 0x{int(gdb[2]):x}: "{"MainThread" if gdb[1] == "1" else gdb[3] or ""}"'  # not its pid
         thread_match = _THREAD.match(stripped)
         if self.error_lines is not None and not thread_match:
             self.error_lines.append(stripped)

@@ -57,6 +57,9 @@ _PROGRAM_STARTS = frozenset({"<module>", "_run_module_as_main"})  # a thread who
 # what ends a thread: a header (Traceback, Thread, Process, Stack...) or an exception's line ("ValueError: ...")
 _HEADERISH = re.compile(r"Traceback|[Tt]hread|Process|[Ss]tack|Current|^#|^-- |^[\w.]+(?:Error|Exception|Interrupt|"
                         r"Exit|Failure|Timeout)\b|^[\w.]+: ")
+# after a frame, what is not its source line: another header, or the exception the traceback ends with
+_NOT_SOURCE = re.compile(r"Traceback \(|Thread 0x|Thread \d|Current thread|Process |Stack |-- |#\d|[\w.]+(?:Error|"
+                         r"Exception|Interrupt|Exit|Failure|Timeout|Warning)\b|[\w.]+: |\^?C?Traceback")
 _EXCEPTION = re.compile(r"^[\w.]+(?:Error|Exception)\b")
 _OWN_RANK = re.compile(r"\[Rank (\d+)\]|\bon rank (\d+)\b")
 _CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
@@ -145,12 +148,16 @@ def parse(lines: list[str]) -> list[tuple[list[ThreadStack], int | None, int, st
     header, innermost_first, chained = "", False, False
     started = False  # this process already has a thread that starts the program
     soft_break = False  # a line that is no header came since the last frame
+    source_next = False  # the line before was a traceback's `File "...", line N, in f`: its source line may follow
     for line in lines:
         match = _match(line)
+        after_frame, source_next = source_next, match is not None and match.re is _TRACEBACK
         if match is None:
             stripped = line.strip()
             if not stripped or line[:1].isspace() or _BOX.search(line) or stripped.startswith("❱"):
                 continue  # code lines are indented or boxed
+            if after_frame and not _NOT_SOURCE.match(stripped):
+                continue  # ... or follow their frame unindented (a page that lost the indentation: `thread.join()`)
             if _GDB_GAP.match(stripped):
                 continue
             seen = any(t.frames for t in threads)
