@@ -121,8 +121,13 @@ def _first_parting(traces: dict[int, GroupTrace | None], last_entry: dict[int, F
         if never and issued:
             return Parting(seq, "missing", when, dict(issued), sorted(never), last)
         ops = {what.split(" [", 1)[0] for what in issued}
+        if len(ops) == 1 and ops <= UNEVEN_OPS:
+            continue  # an all_to_all's inputs differ by rank by design (each rank's split sizes): no parting
         return Parting(seq, "op" if len(ops) > 1 else "sizes", when, dict(issued), [], last)
     return None
+
+
+UNEVEN_OPS = frozenset({"all_to_all", "all_to_all_single", "alltoall", "alltoall_base", "all_to_allv"})
 
 
 def merge_alike(groups: list[GroupSequence], dims: ParallelDims | None) -> list[GroupSequence]:

@@ -15,6 +15,7 @@ from hangdoctor.analysis.rendezvous import rendezvous_wait
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
 from hangdoctor.analysis.roles import assign_roles
+from hangdoctor.analysis.fr_cycles import find_cycle
 from hangdoctor.analysis.sequence import GroupSequence, join, merge_alike, statement, suspects_from
 from hangdoctor.analysis.call_semantics import phase_of
 from hangdoctor.analysis.causes import Cause, read_causes
@@ -110,7 +111,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects.sort(key=lambda s: s.confidence == "low" and set(s.ranks) >= answered)
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
-        suspects, hints = with_sequence(sequences, suspects, hints, dims, unread, views)
+        suspects, hints = with_sequence(sequences, suspects, hints, dims, unread, views, collection.source_blocks)
     gaps = p2p_gaps(collection.flight_recorder) if collection.flight_recorder else []
     if gaps:
         suspects, hints = with_p2p(gaps, suspects, hints, dims)
@@ -187,14 +188,32 @@ def partial_reason(partial: list[str], empty: int) -> str:
 
 def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: list[str],
                   dims: ParallelDims | None, unread: list[int] = (),
-                  views: dict[int, RankView] | None = None) -> tuple[list[Suspect], list[str]]:
+                  views: dict[int, RankView] | None = None,
+                  blocks: dict | None = None) -> tuple[list[Suspect], list[str]]:
     """The Flight Recorder's evidence before the stacks': its suspects first (a stack suspect of the same ranks
     takes its evidence and becomes certain), its partings first among the hints. Ranks that "never issued" a
     collective while their stacks wait on the store (`new_group`, a store barrier, a rendezvous: calls the
     recorder does not hold) are waiting for the ranks that went past that call, not late: the ranks that issued
     it are then the suspects."""
     everyone, groups = groups, merge_alike(groups, dims)
+    merged = groups
     found = []
+    cycle = find_cycle(groups, views or {}, blocks)
+    if cycle is not None:  # the two partings point at each other: the stacks say who went on (fr_cycles.py)
+        hints = [cycle.reason, *hints]
+        groups = [g for g in merged if g.group not in cycle.groups]
+        if cycle.ranks:
+            same = next((s for s in suspects if s.ranks == cycle.ranks), None)
+            if same is not None:
+                suspects.remove(same)
+            found.append(Suspect(cycle.ranks, same.where if same else where(cycle.ranks, dims), cycle.reason,
+                                 "went-past", cycle.confidence, [{"type": "flight-recorder", "text": cycle.reason}]))
+        for suspect in suspects:  # a stack suspect that mixes the cycle's sides is read through it
+            if set(suspect.ranks) & cycle.sides and suspect.kind != "unresponsive" and suspect.confidence != "low":
+                suspect.confidence = "low"
+                suspect.reason += ("; the Flight Recorder shows a cycle between process groups" +
+                                   (f" that names rank{'s' if len(cycle.ranks) > 1 else ''} {fold_ranks(cycle.ranks)}"
+                                    if cycle.ranks else " the stacks cannot order (see the hints)"))
     for ranks, kind, sure, reason in suspects_from(groups):
         ahead = _past_a_store_wait(ranks, kind, groups, views or {})
         if ahead is not None:
@@ -217,7 +236,7 @@ def with_sequence(groups: list[GroupSequence], suspects: list[Suspect], hints: l
                 suspect.reason += (f"; the Flight Recorder shows {'it' if len(suspect.ranks) == 1 else 'them'} waiting "
                                    f"in #{parting.seq} of the {group.name} for rank{'s' if len(parting.never) > 1 else ''}"
                                    f" {fold_ranks(parting.never)}, which never issued it")
-    parted = [statement(g, lambda ranks: who(sorted(ranks), dims)) for g in groups][:4]
+    parted = [statement(g, lambda ranks: who(sorted(ranks), dims)) for g in merged][:4]
     if not parted and everyone:
         last = max((max(g.last_issued.values(), default=0), g.name) for g in everyone)
         if unread:  # the rank that parted may be one whose dump was not read: never "the collective is stuck"
