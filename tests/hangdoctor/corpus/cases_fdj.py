@@ -1,0 +1,10 @@
+"""First-contact batch fdj (nineteenth first-contact round, part A): live cases from public programs and reports
+(see each case.json), and one shape case."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# Hand-written DDP loop with a best-checkpoint hook that all_gather_objects the scores only when this rank's own
+# validation loss improved, 3 ranks: rank 1 alone improves after epoch 1 and waits in all_gather_object; ranks 0
+# and 2 wait in the next epoch's first backward (DDP gradient all_reduce).
+register(LiveCase("fdj_best_metric_gather_object", torchrun(3, "fdj_best_metric_gather_object.py"), ranks=3,
+                  settle=2.0))
