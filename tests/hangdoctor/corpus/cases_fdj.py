@@ -8,3 +8,9 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # and 2 wait in the next epoch's first backward (DDP gradient all_reduce).
 register(LiveCase("fdj_best_metric_gather_object", torchrun(3, "fdj_best_metric_gather_object.py"), ranks=3,
                   settle=2.0))
+
+# Lightning DDP multi-task model logging one loss per task present in the batch with log_dict(sync_dist=True)
+# (Lightning-AI/pytorch-lightning#19106), 3 ranks: rank 1 alone logs the extra "depth" key and waits in its reduce
+# (_sync_ddp's barrier); ranks 0 and 2 wait in the backward's DDP gradient all_reduce.
+register(LiveCase("fdj_lightning_log_dict_task_keys", torchrun(3, "fdj_lightning_log_dict_task_keys.py"), ranks=3,
+                  settle=3.0))
