@@ -14,3 +14,8 @@ register(LiveCase("fdj_best_metric_gather_object", torchrun(3, "fdj_best_metric_
 # (_sync_ddp's barrier); ranks 0 and 2 wait in the backward's DDP gradient all_reduce.
 register(LiveCase("fdj_lightning_log_dict_task_keys", torchrun(3, "fdj_lightning_log_dict_task_keys.py"), ranks=3,
                   settle=3.0))
+
+# FSDP2 whose reshard_after_forward is picked per rank from its free memory, 3 ranks: rank 2 (less free memory)
+# reshards and all-gathers the blocks again in backward; ranks 0 and 1 do not and wait in the reduce-scatter.
+register(LiveCase("fdj_fsdp2_reshard_by_free_memory", torchrun(3, "fdj_fsdp2_reshard_by_free_memory.py"), ranks=3,
+                  settle=2.0))
