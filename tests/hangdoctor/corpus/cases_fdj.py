@@ -19,3 +19,10 @@ register(LiveCase("fdj_lightning_log_dict_task_keys", torchrun(3, "fdj_lightning
 # reshards and all-gathers the blocks again in backward; ranks 0 and 1 do not and wait in the reduce-scatter.
 register(LiveCase("fdj_fsdp2_reshard_by_free_memory", torchrun(3, "fdj_fsdp2_reshard_by_free_memory.py"), ranks=3,
                   settle=2.0))
+
+# DDP trainer whose background snapshot thread, triggered by each rank's own clock, holds the state lock while it
+# all_gather_objects the ranks' states on a side group, 3 ranks: rank 1's thread fires alone and waits in the
+# gather holding the lock, its main thread blocks on the lock at optimizer.step(); ranks 0 and 2 wait in the next
+# step's backward (DDP gradient all_reduce).
+register(LiveCase("fdj_snapshot_thread_state_lock", torchrun(3, "fdj_snapshot_thread_state_lock.py"), ranks=3,
+                  settle=2.0))
