@@ -26,3 +26,22 @@ register(LiveCase("fdj_fsdp2_reshard_by_free_memory", torchrun(3, "fdj_fsdp2_res
 # step's backward (DDP gradient all_reduce).
 register(LiveCase("fdj_snapshot_thread_state_lock", torchrun(3, "fdj_snapshot_thread_state_lock.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape (Megatron-LM with Megatron-FSDP, --ckpt-format fsdp_dtensor and optimizer CPU offload on 8 GPUs over NCCL,
+# 4 ranks here): NVIDIA/Megatron-LM#4910 and PR #6573 (rank-local optimizer-state asymmetry): rank 3 holds no
+# optimizer state for one parameter, skips that key's all_gather_object in uneven_dtensor.py and goes on to
+# save_checkpoint's all_reduce (host read at .item()); ranks 0-2 wait in the key's all_gather_object (its size read).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fdj_megatron_fsdp_ckpt_optim_key_skew",
+    in_tree("fdj_megatron_fsdp_ckpt_optim_key_skew",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node 4 "
+            "pretrain_gpt.py --use-megatron-fsdp --ckpt-format fsdp_dtensor --optimizer-cpu-offload "
+            "--use-distributed-optimizer --save-interval 5 --sft --mock-data"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fdj_megatron_fsdp_ckpt_optim_key_skew", str(LAUNCHERS)),
+))
