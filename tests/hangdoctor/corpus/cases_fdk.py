@@ -1,0 +1,11 @@
+"""First-contact batch fdk (nineteenth first-contact round, part B): live cases from public programs and reports
+(see each case.json), and one shape case."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# Run config read by rank 0 and sent with broadcast_object_list; its vocabulary object re-reads a node-local file
+# when unpickled, missing on rank 2's node: the error is caught, rank 2 goes on with the defaults (no periodic
+# evaluation), 3 ranks: ranks 0 and 1 wait in step 3's evaluation all_reduce (metrics group), rank 2 in step 4's
+# gradient all_reduce.
+register(LiveCase("fdk_bcast_config_unpickle_fallback", torchrun(3, "fdk_bcast_config_unpickle_fallback.py"),
+                  ranks=3, settle=2.0))
