@@ -9,3 +9,10 @@ from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 # gradient all_reduce.
 register(LiveCase("fdk_bcast_config_unpickle_fallback", torchrun(3, "fdk_bcast_config_unpickle_fallback.py"),
                   ranks=3, settle=2.0))
+
+# DDP trainer that preprocesses each rank's shard with a child script through subprocess.Popen(stdout=PIPE) and
+# proc.wait() (the Python docs' Popen.wait deadlock; localstack/localstack#1101), 3 ranks: rank 1's dirty shard
+# makes the child fill the pipe and block in write; rank 1 waits in proc.wait(), ranks 0 and 2 in epoch 1's first
+# DDP gradient all_reduce.
+register(LiveCase("fdk_popen_pipe_wait_preprocess", torchrun(3, "fdk_popen_pipe_wait_preprocess.py"), ranks=3,
+                  settle=2.0))
