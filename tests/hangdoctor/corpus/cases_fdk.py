@@ -16,3 +16,10 @@ register(LiveCase("fdk_bcast_config_unpickle_fallback", torchrun(3, "fdk_bcast_c
 # DDP gradient all_reduce.
 register(LiveCase("fdk_popen_pipe_wait_preprocess", torchrun(3, "fdk_popen_pipe_wait_preprocess.py"), ranks=3,
                   settle=2.0))
+
+# DDP trainer extracting each epoch's features with multiprocessing.Pool.map; a custom exception with two
+# constructor arguments raised on a corrupt sample cannot be unpickled in the parent's result-handler thread
+# (python/cpython#79492, #103061), 3 ranks: rank 1 waits in Pool.map for ever (two idle pool workers alive); ranks
+# 0 and 2 wait in epoch 1's first DDP gradient all_reduce.
+register(LiveCase("fdk_pool_exception_unpickle", torchrun(3, "fdk_pool_exception_unpickle.py"), ranks=3,
+                  settle=2.0))
