@@ -23,3 +23,10 @@ register(LiveCase("fdk_popen_pipe_wait_preprocess", torchrun(3, "fdk_popen_pipe_
 # 0 and 2 wait in epoch 1's first DDP gradient all_reduce.
 register(LiveCase("fdk_pool_exception_unpickle", torchrun(3, "fdk_pool_exception_unpickle.py"), ranks=3,
                   settle=2.0))
+
+# Distributed RL learner (DDP policy) with a per-rank multiprocess vector env (SubprocVecEnv-style Pipes;
+# chainer/chainerrl#389), 3 ranks, 2 env workers each: rank 2's env worker catches a failed env.step, logs it and
+# waits for the next command without replying; rank 2 waits in the vector env's recv(), ranks 0 and 1 in update
+# 1's DDP gradient all_reduce.
+register(LiveCase("fdk_vecenv_worker_swallowed_step", torchrun(3, "fdk_vecenv_worker_swallowed_step.py"), ranks=3,
+                  settle=2.0))
