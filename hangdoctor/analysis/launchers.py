@@ -10,7 +10,7 @@ records each process's parent): a process whose children are ranks is their laun
 
 from __future__ import annotations
 
-from hangdoctor.analysis.programs import outsiders, spawned
+from hangdoctor.analysis.programs import forked_helpers, outsiders, spawned
 from hangdoctor.analysis.waits import WaitTable
 from hangdoctor.formats.nodefile import Found
 from hangdoctor.model import SetAside
@@ -183,9 +183,13 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
             first_launcher[a.host] = min(a.pid, first_launcher.get(a.host, a.pid))
     rank_of = {(f.host, f.pid): f.rank for f in ranks if f.rank is not None}
     apart = outsiders(ranks, table)
+    helpers = forked_helpers(ranks, table)
     kept = []
     for index, f in enumerate(ranks):
-        if index in apart and _idle(f, table):  # a program of its own that waits beside the ranks': their driver
+        if index in helpers:
+            where, idle = _describe(f, table)
+            aside.append(SetAside(f.host, f.pid, "worker", helpers[index], f.cmdline, f.ppid, where, idle))
+        elif index in apart and _idle(f, table):  # a program of its own that waits beside the ranks': their driver
             where, idle = _describe(f, table)   # (one that runs may be doing a rank's work)
             name, file = apart[index][1], apart[index][0]
             role = "worker" if spawned(f) else "launcher"  # a process a framework started, or the user's command

@@ -36,7 +36,12 @@ def program_of(found: Found) -> tuple[str, str] | None:
         thread = sample.main_thread(found.pid)
         if thread is None or not thread.frames:
             continue
-        for frame in reversed(thread.frames):
+        frames = thread.frames
+        boot = next((i for i, f in enumerate(frames) if f.file.endswith("multiprocessing/process.py")
+                     and f.name.endswith("_bootstrap")), None)
+        if boot is not None:  # a forked child still holds its parent's frames below its start-up: its own are above
+            frames = frames[:boot]
+        for frame in reversed(frames):
             if frame.native or not frame.file:
                 continue
             if not frame.file.endswith(_START_FILES):
@@ -83,6 +88,54 @@ def outsiders(found: list[Found], table: WaitTable) -> dict[int, tuple[str, str]
     family_ops = {wait.op for f, p in zip(found, programs) if p == family for wait in _waits(f, table, memo)}
     return {i: programs[i] for i in alone if not any(w.kind == "device-sync" or w.communicates and w.op in family_ops
                                                      for w in _waits(found[i], table, memo))}
+
+
+def forked_helpers(found: list[Found], table: WaitTable) -> dict[int, str]:
+    """{index in `found`: why} for the processes a rank started for itself, beside ranks that communicate: a
+    process multiprocessing forked from inside the ranks' program (the frames it was forked at, below
+    `BaseProcess.start`, are in the ranks' entry file) that runs another program (a vector env's `env_worker`),
+    or a `python -c` child (an inline program, nothing but `<string>`), when it communicates nowhere. A rank
+    forked by a launcher script runs the ranks' own program, and one that communicates is a rank whatever it runs."""
+    speaking = [f for f in found if _speaks(f, table)]
+    programs = Counter(p for p in map(program_of, speaking) if p is not None)
+    if len(speaking) < 2 or not programs:
+        return {}
+    family = programs.most_common(1)[0][0]
+    out = {}
+    for index, f in enumerate(found):
+        if f.rank is not None or _speaks(f, table):
+            continue
+        stack = _last_stack(f)
+        program = program_of(f)
+        if program is None and stack and all(fr.native or fr.file.endswith(_START_FILES) for fr in stack):
+            if any(fr.file == "<string>" for fr in stack):
+                out[index] = "an inline program (`python -c`) a rank started, beside the ranks' own"
+            continue
+        fork = _fork_point(stack)
+        if program is not None and program != family and fork is not None and fork.file == family[0]:
+            out[index] = (f"forked by a rank at {fork.name} ({fork.file}:{fork.line}) to run {program[1]} "
+                          f"({program[0]}), which communicates nowhere")
+    return out
+
+
+def _last_stack(found: Found):
+    for sample in reversed(found.samples):
+        thread = sample.main_thread(found.pid)
+        if thread is not None and thread.frames:
+            return thread.frames
+    return ()
+
+
+def _fork_point(stack):
+    """The innermost frame of the parent's code a forked child's stack still holds: the caller of
+    multiprocessing's `BaseProcess.start` (fork copies the parent's stack below the child's start-up)."""
+    frames = [f for f in stack if not f.native]
+    for i, frame in enumerate(frames):
+        if frame.file.endswith("multiprocessing/process.py") and frame.name.endswith("start") and i + 1 < len(frames):
+            caller = frames[i + 1]
+            if not caller.file.endswith(_START_FILES):
+                return next((f for f in frames[i + 1:] if not f.file.endswith(_START_FILES)), caller)
+    return None
 
 
 def _speaks(found: Found, table: WaitTable) -> bool:

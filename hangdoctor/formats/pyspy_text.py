@@ -37,6 +37,7 @@ _PROCESS = re.compile(r"^Process (\d+): ?(.*)$")
 # a thread id, or a placeholder a person put in its place ("Thread <pid> (active):" in a post that hid its ids)
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+|<\w+>)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
 _FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<loc>[^()]*)\)$")
+_THREAD_NO_ID = re.compile(r'^Thread \(([^()]*)\):? "(.*)"\s*$')
 _GDB_THREAD = re.compile(r'^Thread (\d+) \(Thread 0x[0-9A-Fa-f]+ \(LWP (\d+)\)(?: "(.*)")?\):?\s*$')
 _GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9A-Fa-f]+\s+in\s+)?(?P<name>[^\s(]+(?:\(.*?\))?[^\s(]*)\s*\(.*?\)"
                         r"(?:\s+from\s+(?P<lib>\S+)|\s+at\s+(?P<file>\S+?):(?P<line>\d+))?\s*$")
@@ -194,6 +195,8 @@ class _Parser:
             return
         if gdb := _GDB_THREAD.match(stripped):  # gdb's `thread apply all bt`: its thread 1 is the main thread,
             stripped = f'Thread 0x{int(gdb[2]):x}: "{"MainThread" if gdb[1] == "1" else gdb[3] or ""}"'  # not its pid
+        if anonymous := _THREAD_NO_ID.match(stripped):  # a paste that dropped the id: `Thread (idle): "MainThread"`
+            stripped = f'Thread <anonymous> ({anonymous[1]}): "{anonymous[2]}"'
         thread_match = _THREAD.match(stripped)
         if self.error_lines is not None and not thread_match:
             self.error_lines.append(stripped)

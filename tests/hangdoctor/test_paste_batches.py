@@ -50,6 +50,9 @@ KNOWN_MISSES = {
     "verl1691_quoted_ansi_ray_prefix_with_ip_c10_frames_fatal_aborted_current_last": "Ray's '(WorkerDict pid=N, ip=...)' prefix with colour codes left on some lines after the quote marks: the actor's rank (sglang's scheduler_TP1) is not read",  # tenth paste batch, at first contact
     "dap_skill_page_pause_transcript_single_stopped_at_location_line": "a debugger's transcript in a how-to page: one stop location ('Stopped at process() · worker.py:55') among commands and arrows, no dump of any tool",  # eleventh paste batch, at first contact
     "miaai117_torchfrtrace_summary_arrow_chain_innermost_first_elided_rank1": "one rank's stack written by hand as an arrow chain in a sentence (a Flight Recorder summary's entry, its middle cut): frames inside prose",  # eleventh paste batch, at first contact
+    "pytorch24927_gdb_thread_switch_py_bt_pin_thread_only_wrapped_locals": "a gdb session that switches to the pin-memory thread and prints its py-bt only: the truth says the work thread is not shown, the reader takes the one thread it has as the process's",  # twelfth paste batch, at first contact
+    "pytorch4679_shell_session_ctrl_c_mp_launcher_join_then_atexit": "a shell session whose Ctrl-C traceback of a multiprocessing launcher's join follows a good run's output and an atexit traceback: read as two ranks, where the paste holds one launcher",  # twelfth paste batch, at first contact
+    "stepcodex_vllm_glm_dsa_page_elided_tracebacks_rpc_timeout_and_cause": "a vLLM chained traceback whose cause, printed first, holds the wait (dequeue, acquire_read): the reader takes the later traceback's frames",  # twelfth paste batch, at first contact
 }
 
 
