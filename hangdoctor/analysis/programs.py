@@ -96,14 +96,19 @@ def forked_helpers(found: list[Found], table: WaitTable) -> dict[int, str]:
     `BaseProcess.start`, are in the ranks' entry file) that runs another program (a vector env's `env_worker`),
     or a `python -c` child (an inline program, nothing but `<string>`), when it communicates nowhere. A rank
     forked by a launcher script runs the ranks' own program, and one that communicates is a rank whatever it runs."""
-    speaking = [f for f in found if _speaks(f, table)]
-    programs = Counter(p for p in map(program_of, speaking) if p is not None)
-    if len(speaking) < 2 or not programs:
+    candidates = [i for i, f in enumerate(found) if f.rank is None and _forked_or_inline(_last_stack(f))]
+    if not candidates:  # the common case, checked first: 100k ranks are not walked frame by frame
+        return {}
+    memo: dict = {}
+    speaks = [_speaks(f, table, memo) for f in found]
+    programs = Counter(p for f, said in zip(found, speaks) if said for p in [program_of(f)] if p is not None)
+    if sum(speaks) < 2 or not programs:
         return {}
     family = programs.most_common(1)[0][0]
     out = {}
-    for index, f in enumerate(found):
-        if f.rank is not None or _speaks(f, table):
+    for index in candidates:
+        f = found[index]
+        if speaks[index]:
             continue
         stack = _last_stack(f)
         program = program_of(f)
@@ -116,6 +121,10 @@ def forked_helpers(found: list[Found], table: WaitTable) -> dict[int, str]:
             out[index] = (f"forked by a rank at {fork.name} ({fork.file}:{fork.line}) to run {program[1]} "
                           f"({program[0]}), which communicates nowhere")
     return out
+
+
+def _forked_or_inline(stack) -> bool:
+    return any(f.file == "<string>" or f.file.endswith("multiprocessing/process.py") for f in stack if not f.native)
 
 
 def _last_stack(found: Found):
@@ -138,15 +147,22 @@ def _fork_point(stack):
     return None
 
 
-def _speaks(found: Found, table: WaitTable) -> bool:
+def _speaks(found: Found, table: WaitTable, memo: dict | None = None) -> bool:
     """Some frame of some thread of it is a communication call or a wait on the GPU the table knows (a wait
-    somewhere down the stack counts: the ranks may be anywhere in their step)."""
+    somewhere down the stack counts: the ranks may be anywhere in their step). `memo`: per interned stack."""
     for sample in found.samples:
         for thread in sample.threads:
-            for frame in thread.frames:
-                row = table.row(frame)
-                if row is not None and row.role == "wait" and (row.kind in COMM_KINDS or row.kind == "device-sync"):
-                    return True
+            key = id(thread.frames)
+            if memo is not None and key in memo:
+                said = memo[key][1]
+            else:
+                said = any(row is not None and row.role == "wait" and (row.kind in COMM_KINDS
+                                                                       or row.kind == "device-sync")
+                           for row in map(table.row, thread.frames))
+                if memo is not None:
+                    memo[key] = (thread.frames, said)  # the stack kept alive: its id stays its own
+            if said:
+                return True
     return False
 
 
