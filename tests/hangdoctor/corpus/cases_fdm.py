@@ -26,3 +26,20 @@ register(LiveCase("fdm_signal_handler_log_lock", torchrun(3, "fdm_signal_handler
 # wait in the closing barrier.
 register(LiveCase("fdm_monitor_thread_exit_hang", torchrun(3, "fdm_monitor_thread_exit_hang.py"), ranks=3,
                   settle=2.0))
+
+
+# Shape (pytorch/pytorch#97191, torchrun on 8 GPUs over NCCL, 4 ranks here): rank 0 all-reduces twice as many
+# elements as the others; the NCCL all_reduce is enqueued on every rank and never completes; every rank waits in
+# torch.cuda.synchronize() (cudaDeviceSynchronize).
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fdm_nccl_allreduce_numel_mismatch",
+    in_tree("fdm_nccl_allreduce_numel_mismatch",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nproc_per_node=4 --nnodes=1 "
+            "hang.py"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fdm_nccl_allreduce_numel_mismatch", str(LAUNCHERS)),
+))
