@@ -237,7 +237,7 @@ class _Parser:
         if self.thread is not None and self.thread.indent is not None and indent < self.thread.indent and \
                 self.headers:
             return  # less indented than the thread's frames: a log line printed between dumps, not a frame
-        if frame.native and not self.headers:
+        if frame.native and not self.headers and not _GDB_FRAME.match(stripped):
             return  # py-spy prints native frames under its headers only: without them, a log line's "(...)"
         if self.thread is None or (blank and self.headers == 0):
             if self.headers:  # frames after a process header but before any thread line

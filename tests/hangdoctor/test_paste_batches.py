@@ -53,6 +53,9 @@ KNOWN_MISSES = {
     "pytorch24927_gdb_thread_switch_py_bt_pin_thread_only_wrapped_locals": "a gdb session that switches to the pin-memory thread and prints its py-bt only: the truth says the work thread is not shown, the reader takes the one thread it has as the process's",  # twelfth paste batch, at first contact
     "pytorch4679_shell_session_ctrl_c_mp_launcher_join_then_atexit": "a shell session whose Ctrl-C traceback of a multiprocessing launcher's join follows a good run's output and an atexit traceback: read as two ranks, where the paste holds one launcher",  # twelfth paste batch, at first contact
     "stepcodex_vllm_glm_dsa_page_elided_tracebacks_rpc_timeout_and_cause": "a vLLM chained traceback whose cause, printed first, holds the wait (dequeue, acquire_read): the reader takes the later traceback's frames",  # twelfth paste batch, at first contact
+    "so1408356_question_indented_code_pool_workers_keyboardinterrupt_tracebacks": "a Stack Overflow question's 4-space indented blocks: Python 2.6 pool workers' KeyboardInterrupt tracebacks ('Process PoolWorker-N:') read as one worker set aside, where the paste holds four",  # thirteenth paste batch, at first contact
+    "transformers17478_rank_tagged_log_lines_then_barrier_detail_traceback": "log lines name 'rank 6' in words (a Trainer message) before an untagged traceback: the traceback's process gets no rank",  # thirteenth paste batch, at first contact
+    "xla5524_ctrl_c_pjrt_spawn_parent_traceback_then_two_spawnprocess_tracebacks": "xmp.spawn's parent traceback then two 'Process SpawnProcess-N:' tracebacks: the parent is read as the rank and the two children set aside, the reverse of the truth",  # thirteenth paste batch, at first contact
 }
 
 
