@@ -70,7 +70,7 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
         helped = [v for v in place.views if v.helper is not None]
         if helped:
             name, wait = helped[0].helper
-            main = "backward" if place.activity == "ddp-reducer" else strip_outside(place.position)
+            main = "backward" if place.activity == "ddp-reducer" else strip_outside(place.position).removeprefix("in ")
             hints.append(f"{who(place.ranks, dims)} {verb(place.ranks, 'sits', 'sit')} in {main} while another "
                          f"thread ({name!r}) waits in {wait.label}: the communication "
                          f"{'backward' if place.activity == 'ddp-reducer' else 'it'} waits for")
