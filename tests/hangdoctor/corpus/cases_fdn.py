@@ -1,0 +1,25 @@
+"""First-contact batch fdn (twentieth first-contact round, part B): live cases from public programs and reports
+(see each case.json), and one shape case."""
+
+from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+
+# Megatron-style model-parallel fine-tuning with a hand-written gradient clipping that returns early when a rank
+# has no gradients (NVIDIA/Megatron-LM#5530, deepspeedai/DeepSpeed#8478), 3 ranks: rank 2 owns only frozen
+# shards, skips the norm all_reduce and waits in step 2's forward all_reduce (tensor-parallel group); ranks 0 and
+# 1 wait in the norm all_reduce (model-parallel group).
+register(LiveCase("fdn_clip_norm_frozen_shard_early_return",
+                  torchrun(3, "fdn_clip_norm_frozen_shard_early_return.py"), ranks=3, settle=2.0))
+
+# DDP trainer with a custom sampler whose __len__ counts the shard files of the rank's own node cache
+# (Lightning-AI/pytorch-lightning#19272, msr-fiddle/pipedream#80), 3 ranks: rank 1's cache lacks two shards, its
+# epoch ends after 2 steps and it waits in the validation all_reduce (metrics group); ranks 0 and 2 wait in step
+# 3's backward (DDP gradient all_reduce).
+register(LiveCase("fdn_sampler_len_local_shards", torchrun(3, "fdn_sampler_len_local_shards.py"), ranks=3,
+                  settle=2.0))
+
+# Hand-written data-parallel loop with anomaly detection on rank 0 only and a try/except that skips a failing
+# batch (ai2cm/ace#849, pytorch/audio#3749), 3 ranks: rank 0's NaN backward raises, it skips one gradient
+# all_reduce and at the end waits in the validation all_reduce (metrics group); ranks 1 and 2 wait in their last
+# gradient all_reduce (default group).
+register(LiveCase("fdn_anomaly_mode_rank0_skip_step", torchrun(3, "fdn_anomaly_mode_rank0_skip_step.py"), ranks=3,
+                  settle=2.0))
