@@ -23,3 +23,9 @@ register(LiveCase("fdn_sampler_len_local_shards", torchrun(3, "fdn_sampler_len_l
 # gradient all_reduce (default group).
 register(LiveCase("fdn_anomaly_mode_rank0_skip_step", torchrun(3, "fdn_anomaly_mode_rank0_skip_step.py"), ranks=3,
                   settle=2.0))
+
+# Accelerate loop logging sample predictions with gather_for_metrics inside `if accelerator.is_main_process:`
+# (huggingface/accelerate#2785, huggingface/trl#1103), 3 ranks: rank 0 waits in the all_gather; ranks 1 and 2
+# wait in step 3's backward (DDP gradient all_reduce).
+register(LiveCase("fdn_accel_gather_main_only_samples", torchrun(3, "fdn_accel_gather_main_only_samples.py"),
+                  ranks=3, settle=3.0))
