@@ -29,3 +29,23 @@ register(LiveCase("fdn_anomaly_mode_rank0_skip_step", torchrun(3, "fdn_anomaly_m
 # wait in step 3's backward (DDP gradient all_reduce).
 register(LiveCase("fdn_accel_gather_main_only_samples", torchrun(3, "fdn_accel_gather_main_only_samples.py"),
                   ranks=3, settle=3.0))
+
+
+# Shape (LLaMA-Factory LoRA SFT of Qwen2.5-Omni-7B with DeepSpeed ZeRO-3 on 8 GPUs over NCCL, 4 ranks here):
+# hiyouga/LlamaFactory#7767 (with PR #7694's multimodal data in system messages): rank 2's batch carries audio,
+# its thinker runs the audio encoder and waits in fetch_sub_module's event synchronize for an all-gather of the
+# encoder's LoRA base layer that no other rank issues; ranks 0, 1, 3 (no audio) are in backward, their autograd
+# device thread in the pre-backward fetch's all_gather_into_tensor.
+import shlex  # noqa: E402
+
+from tests.hangdoctor.corpus.cases_shapes import LAUNCHERS, in_tree, shape_env  # noqa: E402
+from tests.support import PYTHON  # noqa: E402
+
+register(LiveCase(
+    "fdn_llamafactory_omni_sys_audio_zero3",
+    in_tree("fdn_llamafactory_omni_sys_audio_zero3",
+            f"{shlex.quote(PYTHON)} {shlex.quote(str(LAUNCHERS / 'bin' / 'torchrun'))} --nnodes 1 --node_rank 0 "
+            "--nproc_per_node 4 --master_addr 127.0.0.1 --master_port 40435 src/llamafactory/launcher.py "
+            "examples/train_lora/qwen2_5omni_lora_sft.yaml"),
+    ranks=4, shape=True, settle=2.0, env=shape_env("fdn_llamafactory_omni_sys_audio_zero3", str(LAUNCHERS)),
+))
