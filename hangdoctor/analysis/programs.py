@@ -139,11 +139,10 @@ def _fork_point(stack):
     """The innermost frame of the parent's code a forked child's stack still holds: the caller of
     multiprocessing's `BaseProcess.start` (fork copies the parent's stack below the child's start-up)."""
     frames = [f for f in stack if not f.native]
-    for i, frame in enumerate(frames):
-        if frame.file.endswith("multiprocessing/process.py") and frame.name.endswith("start") and i + 1 < len(frames):
-            caller = frames[i + 1]
-            if not caller.file.endswith(_START_FILES):
-                return next((f for f in frames[i + 1:] if not f.file.endswith(_START_FILES)), caller)
+    for frame, caller in zip(frames, frames[1:]):
+        if frame.file.endswith("multiprocessing/process.py") and frame.name.endswith("start") \
+                and not caller.file.endswith(_START_FILES):
+            return caller
     return None
 
 

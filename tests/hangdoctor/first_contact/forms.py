@@ -1,7 +1,8 @@
-"""Batch fdn: every analyze form of every fdn_ case, its first suspect, whether it is right (first suspect exact, no
-innocent in a high/medium suspect) and check.problems; and the first suspect mapped back to pids (recorded.json:
-ranks in text dumps are numbered in pid order after launchers, so a rank number is checked against the process that
-holds it). Run: PYTHONPATH=. python -m tests.hangdoctor.first_contact.fdn_forms"""
+"""A first-contact batch, form by form: every analyze form of every case with the given name prefixes, its first
+suspect, whether it is right (first suspect exact, no innocent in a high/medium suspect) and check.problems; and the
+first suspect mapped back to pids (recorded.json: ranks in text dumps are numbered in pid order after launchers, so
+a rank number is checked against the process that holds it).
+Run: PYTHONPATH=. python -m tests.hangdoctor.first_contact.forms fdj_ [fdk_ ...]"""
 
 import json
 import sys
@@ -9,8 +10,11 @@ import sys
 from tests.hangdoctor.corpus.check import CONFIDENT, CORPUS, entries, problems, run_entry, unfold
 
 
-def main() -> int:
-    for case in sorted(p.parent for p in CORPUS.glob("fdn_*/case.json")):
+def main(prefixes: list[str]) -> int:
+    if not prefixes:
+        print("usage: python -m tests.hangdoctor.first_contact.forms PREFIX [PREFIX ...]  (e.g. fdj_)", file=sys.stderr)
+        return 2
+    for case in sorted({p.parent for prefix in prefixes for p in CORPUS.glob(f"{prefix}*/case.json")}):
         rec = json.loads((case / "recorded.json").read_text())
         procs = rec["processes"]
         rank_pid = {p["rank"]: p["pid"] for p in procs if p["rank"] is not None}
@@ -36,4 +40,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
