@@ -175,13 +175,18 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
                 else:
                     stragglers.append(found)
     kernels = compare_kernel_times(collection.flight_recorder)
+    loader_notes = list(notes)
+    if collection.flight_recorder_unread:  # their kernel times, if any, could not be compared: said, not guessed
+        unread = sorted(set(collection.flight_recorder_unread))
+        notes.append(f"the Flight Recorder of rank{'s' if len(unread) > 1 else ''} {', '.join(map(str, unread))} "
+                     f"could not be read, so its kernel times were not compared: {'; '.join(collection.errors)}")
     for comparison in kernels:
         for found in comparison.stragglers:
             _add_kernel_straggler(stragglers, found, collection)
     stragglers.sort(key=lambda s: -s.waited_for)
     where = _where_time_goes(ranks)
     return ProfileFinding(seconds=seconds, rate=rate, ranks=ranks, stragglers=stragglers,
-                          headline=_headline(stragglers, ranks, where, unprofiled, notes), where_time_goes=where,
+                          headline=_headline(stragglers, ranks, where, unprofiled, loader_notes), where_time_goes=where,
                           unprofiled=unprofiled, notes=notes, kernels=kernels)
 
 
@@ -273,7 +278,7 @@ def _where_time_goes(ranks: list[RankShares]) -> list[tuple[str, float]]:
 
 
 def _headline(stragglers: list[Straggler], ranks: list[RankShares], where: list[tuple[str, float]],
-              unprofiled: list, notes: list[str]) -> str:
+              unprofiled: list, loader_notes: list[str]) -> str:
     if stragglers:
         first = stragglers[0]
         label = f"rank {first.ranks[0]}" + (f" ({first.coords[0]})" if first.coords[0] else "")
@@ -284,7 +289,7 @@ def _headline(stragglers: list[Straggler], ranks: list[RankShares], where: list[
     waits = sorted(r.peer_wait for r in ranks)
     time_goes = ", ".join(f"{what} {share:.0%}" for what, share in where[:4])
     partial = f"; {len(unprofiled)} rank(s) not profiled" if unprofiled else ""
-    if notes:
+    if loader_notes:
         return (f"NO STRAGGLER: every rank's DataLoader is about as slow (the rank last to get its batch is no slower: "
                 f"see notes); time goes to {time_goes}{partial}")
     return (f"NO STRAGGLER: every rank waits on its peers about the same ({waits[0]:.0%}-{waits[-1]:.0%} of its time)"

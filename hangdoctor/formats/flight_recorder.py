@@ -172,8 +172,10 @@ def from_summary(summary: dict, rank: int, source: str) -> FrDump:
     whats = {str(k): str(v) for k, v in summary["whats"].items()}
     for name, trace in summary["groups"].items():
         codes = str(trace["codes"])
-        dump.sequences[name] = GroupTrace(int(trace["first"]), _strings.setdefault(codes, codes), str(trace["times"]),
-                                          whats, str(trace.get("durations", "")), int(trace.get("durations_first", 0)))
+        group = GroupTrace(int(trace["first"]), _strings.setdefault(codes, codes), str(trace["times"]),
+                           whats, str(trace.get("durations", "")), int(trace.get("durations_first", 0)))
+        group.kernel_times()  # read once here: a damaged value is this file's error (ValueError), not the analysis'
+        dump.sequences[name] = group
         dump.entries.append(_entry(trace["last"]))
     dump.entries += [_entry(item) for item in summary["p2p_last"].values()]
     for name, pairs in (summary.get("p2p") or {}).items():  # summaries of older collectors have none

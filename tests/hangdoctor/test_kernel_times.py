@@ -90,3 +90,19 @@ def test_a_gloo_recorder_has_no_kernel_times_and_nothing_is_compared(tmp_path):
     dumps = [read_fr(tmp_path / f"fr_rank_{rank}") for rank in (0, 1)]
     assert all(d.sequences["0"].last >= 30 for d in dumps)
     assert compare_kernel_times(dumps) == []
+
+
+def test_a_damaged_kernel_time_in_a_node_file_is_said_and_not_compared(tmp_path):
+    node = json.loads(next((DATA / "live" / "slow1" / "nodes").glob("*.json")).read_text())
+    fetched = next(p["flight_recorder"] for p in node["processes"] if p.get("flight_recorder"))
+    group = next(iter(fetched["summary"]["groups"].values()))
+    group["durations"] = "1.5 x 2.0"
+    path = tmp_path / "nodes" / "vm.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(node))
+    done = run_bounded([PYTHON, "-m", "hangdoctor", "analyze", "--profile", "--json", str(path.parent)], timeout=60,
+                       env=child_env())
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 0 and "Traceback" not in done.stdout
+    notes = json.loads(done.stdout)["notes"]
+    assert any("could not be read" in note for note in notes), notes
