@@ -15,6 +15,7 @@ from pathlib import Path
 
 CHUNK = 8 << 20
 MAX_LINE = 1 << 20  # bytes of an unfinished line kept
+BACKLOG = 64 << 10  # bytes before the start that a tail started at the end keeps (its last lines, `before`)
 
 
 class LogTail:
@@ -24,13 +25,25 @@ class LogTail:
         self.inode: tuple[int, int] | None = None
         self.partial = b""
         self.events: list[str] = []  # what happened to the file: "truncated", "rotated", "not a regular file"
-        if from_end:  # a watch that starts beside a running job: its past lines are not news
+        self.before: list[str] = []  # from_end: the complete lines just before the start, oldest first
+        self.before_mtime: float | None = None  # and the file's modification time then (time.time()'s clock)
+        if from_end:  # a watch that starts beside a running job: its past lines are not news, only context
             try:
-                info = os.stat(path)
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                return
+            try:
+                info = os.fstat(fd)
                 if stat.S_ISREG(info.st_mode):
                     self.offset, self.inode = info.st_size, (info.st_dev, info.st_ino)
-            except OSError:
-                pass
+                    start = max(0, info.st_size - BACKLOG)
+                    os.lseek(fd, start, os.SEEK_SET)
+                    data = os.read(fd, info.st_size - start)
+                    lines = data.replace(b"\r", b"\n").split(b"\n")[1 if start else 0:-1]  # whole lines only
+                    self.before = [line.decode("utf-8", errors="replace") for line in lines]
+                    self.before_mtime = info.st_mtime
+            finally:
+                os.close(fd)
 
     def new_lines(self) -> list[str]:
         try:

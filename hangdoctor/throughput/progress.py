@@ -5,12 +5,19 @@ Iteration lines are Megatron's and Megatron-DeepSpeed's by default (`throughput.
 reads it: its `iteration` group, else its first group, else the whole match is the iteration number. A repeated
 or lower number (a line printed twice) is not progress, except right after a stall: a run restarted from a
 checkpoint logs lower iterations again, and any iteration line then counts.
+
+A watch started beside a running job does not wait for its next line to know where it is: `seed` gives the last
+sign written before the watch began (the log's last iteration line, dated by the file's modification time; a
+heartbeat's own time), so a job that was already silent is a stall once that silence passes the bound. The
+modification time is when the log was last written at all: never earlier than that iteration line, so the silence
+is never overstated.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +56,15 @@ class LogProgress:
         self.pattern = pattern
         self.last: int | None = None
 
+    def seed(self, now: float) -> Step | None:
+        """The last iteration line before the watch began, dated `now` less the log's age; None when none."""
+        numbers = (iteration_of(line, self.pattern) for line in reversed(self.tail.before))
+        number = next((n for n in numbers if n is not None), None)
+        if number is None or self.tail.before_mtime is None:
+            return None
+        self.last = number
+        return Step(now - max(0.0, time.time() - self.tail.before_mtime), number)
+
     def poll(self, now: float, *, stalled: bool = False) -> list[Step]:
         steps = []
         for line in self.tail.new_lines():
@@ -75,6 +91,14 @@ class HeartbeatProgress:
         except OSError:
             return None
         return info.st_mtime_ns, info.st_size
+
+    def seed(self, now: float) -> Step | None:
+        """The heartbeat's last touch before the watch began, dated `now` less its age; None when not there."""
+        try:
+            age = max(0.0, time.time() - os.stat(self.path).st_mtime)
+        except OSError:
+            return None
+        return Step(now - age)
 
     def poll(self, now: float, *, stalled: bool = False) -> list[Step]:
         signature = self._signature()

@@ -153,6 +153,12 @@ def watch(plan: WatchPlan, say: Callable[[str], None], *, now: Callable[[], floa
             continue
         if not running:
             running, plan.clock.started = True, t
+            for source in plan.progress:  # where the job was when the watch began, and since when
+                seeded = source.seed(t)
+                if seeded is not None:
+                    plan.clock.progress(seeded.time)
+                    at = f"iteration {seeded.iteration}" if seeded.iteration is not None else "progress"
+                    say(f"last {at} {t - seeded.time:.0f}s before the watch began")
         stalled = plan.clock.stalled_since is not None
         for source in plan.progress:
             for step in source.poll(t, stalled=stalled):

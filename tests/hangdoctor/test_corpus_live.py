@@ -1,15 +1,26 @@
 """Each live corpus case run for real: the hang is started again (torchrun, spawn or the deepspeed launcher, gloo
 on CPU), `hangdoctor attach --pid <every Python process of the job> --json` is asked once, when every rank has
 said it is about to block, and its verdict must meet the case's expectations for the `attach` form. No retry:
-the first answer is the one that counts."""
+the first answer is the one that counts.
+
+A case spends most of its ten seconds waiting (for the ready markers' settle time, between attach's two samples),
+so the selected cases run HD_LIVE_PARALLEL at a time (default 2) in a pool started with the first of them, in the
+tests' order; each test waits for its own case's result. HD_LIVE_PARALLEL=1 runs them one by one."""
 
 import json
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from tests.hangdoctor.corpus.check import CORPUS, entries, known_miss, problems
 from tests.hangdoctor.corpus.live import LiveJob, load_cases
 from tests.support import PYTHON, REPO, child_env, run_bounded
+
+IN_FLIGHT = max(1, int(os.environ.get("HD_LIVE_PARALLEL", "2")))
+
 
 def _param(name: str):
     """A live case whose attach form is a known miss (case.json's known_miss, or known_miss_live for what only
@@ -34,15 +45,41 @@ def attach_expectations(name: str) -> dict:
     raise AssertionError(f"{name}: case.json has no attach entry")
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-@pytest.mark.parametrize("name", [_param(name) for name in LIVE])
-def test_live_case_attach(name, tmp_path):
-    expect = attach_expectations(name)
-    with LiveJob(load_cases()[name], tmp_path / "job") as job:
+@dataclass
+class LiveAnswer:
+    returncode: int
+    stdout: str
+    output: str
+
+
+def run_case(name: str, workdir: Path) -> LiveAnswer:
+    """Start the case's hang, attach once when it is ready, stop it."""
+    with LiveJob(load_cases()[name], workdir / "job") as job:
         pids = job.python_pids()
         done = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--pid", *map(str, pids), "--json",
-                            "--out", str(tmp_path / "out")], timeout=180, env=child_env(), cwd=REPO)
+                            "--out", str(workdir / "out")], timeout=180, env=child_env(), cwd=REPO)
+    return LiveAnswer(done.returncode, done.stdout, done.output)
+
+
+@pytest.fixture(scope="module")
+def live_answers(request, tmp_path_factory):
+    """name -> Future[LiveAnswer], for every selected case of this module, submitted in the tests' order."""
+    names = [item.callspec.params["name"] for item in request.session.items
+             if item.module is request.module and item.originalname == "test_live_case_attach"]
+    pool = ThreadPoolExecutor(max_workers=IN_FLIGHT, thread_name_prefix="live-case")
+    futures: dict[str, Future] = {name: pool.submit(run_case, name, tmp_path_factory.mktemp(name)) for name in names}
+    yield futures
+    for future in futures.values():
+        future.cancel()
+    pool.shutdown(wait=True)  # a running case is bounded by its start timeout and attach's own timeout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", [_param(name) for name in LIVE])
+def test_live_case_attach(name, live_answers):
+    expect = attach_expectations(name)
+    done = live_answers[name].result(timeout=550)
     assert done.returncode in (0, 1), done.output[-3000:]
     verdict = json.loads(done.stdout)
     found = problems(verdict, expect, done.returncode)

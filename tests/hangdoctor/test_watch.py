@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hangdoctor.throughput.logtail import LogTail
-from hangdoctor.throughput.progress import LogProgress, compile_iteration_regex, iteration_of
+from hangdoctor.throughput.progress import HeartbeatProgress, LogProgress, compile_iteration_regex, iteration_of
 from hangdoctor.throughput.stall import StallClock
 from tests.support import PYTHON, REPO, child_env, kill_tree, run_bounded
 
@@ -138,6 +138,41 @@ def test_a_straggler_is_reported_once_then_resumed_and_the_watch_ends_with_the_j
     assert "ended" in ended["text"]
     assert f"verdict in {report}/" in result.stdout and "resumed after" in result.stdout
     assert len([p for p in (tmp_path / "watch").iterdir() if p.name.startswith("hang-")]) == 1, "no second report"
+
+
+def test_a_watch_started_in_a_silence_counts_it_from_the_last_line_before_it_began(tmp_path):
+    """The job is already 1.5 s into an 8 s stall when the watch begins: the log's last iteration line, dated by
+    the log's modification time, is where the silence started (without it the watch waited for a next line, and
+    the 900 s startup bound, before it could call anything a stall)."""
+    proc, log = start_job(tmp_path, "--iters", "8", "--step", "0.2", "--stall-at", "4", "--stall-for", "8")
+    try:
+        wait_until(lambda: " iteration        3/" in log.read_text(), 30, "the job's third line")
+        time.sleep(1.5)
+        result = watch(tmp_path, "--pid", str(proc.pid), "--stall", "3")
+    finally:
+        kill_tree(proc.pid)
+    assert result.returncode == 1, result.output[-3000:]
+    assert "last iteration 3 " in result.stdout and "before the watch began" in result.stdout
+    stall, _, resumed, _ = events(tmp_path)
+    assert (stall["event"], stall["iteration"]) == ("stall", 3) and stall["silent_seconds"] >= 3
+    assert resumed["event"] == "resumed" and resumed["iteration"] == 4 and resumed["seconds"] > 6
+
+
+def test_seeds_are_the_last_iteration_line_and_the_heartbeat_dated_by_their_files(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(LINE + "\n" + LINE.replace(" 7/", " 8/") + "\nsaving checkpoint\npartial line, no newline")
+    os.utime(log, (time.time() - 40, time.time() - 40))
+    seeded = LogProgress(log).seed(1000.0)
+    assert seeded.iteration == 8 and 1000.0 - seeded.time == pytest.approx(40, abs=2)
+    assert LogProgress(log).poll(1001.0) == [], "the lines before the watch are not news"
+    (tmp_path / "empty.log").write_text("starting\n")
+    assert LogProgress(tmp_path / "empty.log").seed(5.0) is None
+    assert LogProgress(tmp_path / "absent.log").seed(5.0) is None
+    beat = tmp_path / "beat"
+    assert HeartbeatProgress(beat).seed(5.0) is None
+    beat.touch()
+    os.utime(beat, (time.time() - 10, time.time() - 10))
+    assert 100.0 - HeartbeatProgress(beat).seed(100.0).time == pytest.approx(10, abs=2)
 
 
 def test_a_truncated_log_is_followed_and_said(tmp_path):
