@@ -6,10 +6,10 @@
 
 What it reads: attach's folders and node files; py-spy's JSON and text (--native, --locals); Python's
 faulthandler dumps (one process or several in one log); tracebacks and the thread-dump recipes built on them;
-pystack's and gdb's py-bt output; torch's Flight Recorder dumps (pickle or JSON). Around them, what pastes carry:
-timestamps, log levels, [rankN]: / srun N: / pdsh host: / Ray (Actor pid=N) prefixes, interleaved ranks, lines
-wrapped by a collector, markdown fences and quotes, terminal colours, UTF-16, several processes grouped over one
-stack, py-spy's own error for a process. A file that holds a frame is never refused: a Warning says what was read.
+pystack's output; gdb's py-bt, bt and info threads; torch's Flight Recorder dumps (pickle or JSON). Around them,
+what pastes carry: timestamps, log levels, [rankN]: / srun N: / pdsh host: / compose svc-1 | / Ray (Actor pid=N) /
+host{ranks}: prefixes, interleaved ranks, lines wrapped by a collector, markdown fences and quotes, terminal
+colours, UTF-16, several processes grouped over one stack, py-spy's own error for a process. A file that holds a frame is never refused: a Warning says what was read.
 
 Text dumps carry no rank: ranks are then assumed from node order and --local_rank in the argv (or reading
 order, or --ranks), and a warning says so.

@@ -12,6 +12,8 @@ In this order, each step only when the text shows it:
                                           (the training step's own output), the node when it dumped several
                                           (a monitoring step of one task per node, as the seeds ran py-spy)
     node12: ...                           pdsh -> host node12
+    trainer-1  | ...                      docker compose -> host trainer-1
+    node7{18..19,49}: ...                 a parallel debugger's group (STAT, ATP) -> ranks 18, 19, 49 on node7
     DP0,3,5,7: ...                        a person's label for a group of ranks -> that group's lines
   Lines of different ranks, processes or hosts may be interleaved (several processes printing at once); they are
   split back into one source per prefix, each parsed on its own;
@@ -43,7 +45,9 @@ _KEYED = (
     ("task", re.compile(r"^\s*(?P<key>\d+):\s?")),
     # a launcher's tag of each process it started, its name and index (ros2 launch's `[bridge_node-1] `)
     ("label", re.compile(r"^\[(?P<key>[A-Za-z][\w.]*-\d+)\](?:\s|$)")),
-    ("host", re.compile(r"^(?P<key>[A-Za-z0-9][\w.-]*):\s")),
+    # pdsh's `node12: `, docker compose's `trainer-1  | ` (the service and its replica), and a parallel debugger's
+    # host with the ranks that share the line (`node7{18..19,49}: `, as STAT and Cray's ATP group them)
+    ("host", re.compile(r"^(?P<key>[A-Za-z0-9][\w.-]*(?:\{[\d.,\s-]+\})?)(?::\s|\s+\|(?: |$))")),
     ("label", re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z_ ]*\d[\d,\- ]*):\s+(?=\S)")),
 )
 _RANK_SECTION = re.compile(r"^\W*\s*[Rr]ank\s+[:#=]?\s*(\d+)\s*\W*$")  # a line that only names a rank
@@ -73,6 +77,7 @@ class Source:
     task: int | None = None  # srun --label's task number: a rank's, or a node's when one task dumps a whole node
     pid: int | None = None  # Ray's `(Actor pid=N)` prefix
     label: str | None = None  # a person's group label
+    ranks: tuple[int, ...] = ()  # the ranks that share these lines (`node7{18..19,49}: `): one stack, that many ranks
     stripped: list[str] = field(default_factory=list)  # what was undone, in words (for a note)
 
 
@@ -186,6 +191,8 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
                 found["pid"] = int(key)
                 if key in ranks:
                     found.setdefault("rank", ranks[key])
+            elif kind == "host" and (listed := _RANK_SET.search(key)):
+                found["host"], found["ranks"] = key[:listed.start()], _unfold(listed[1])
             else:
                 found[kind] = key
             sources += _split(group, here, found, depth + 1)
@@ -193,8 +200,38 @@ def _split(lines: list[str], notes: list[str], known: dict, depth: int) -> list[
     return [Source(join_wrapped(lines), stripped=notes, **known)]
 
 
+_RANK_SET = re.compile(r"\{([\d.,\s-]+)\}$")
+
+
+def _unfold(text: str) -> tuple[int, ...]:
+    """`18..19,49` (or `18-19,49`) -> (18, 19, 49)."""
+    ranks = []
+    for part in text.replace(" ", "").split(","):
+        low, sep, high = part.replace("..", "-").partition("-")
+        if low.isdigit() and (not sep or high.isdigit()) and int(high or low) - int(low) < 100_000:
+            ranks += range(int(low), int(high or low) + 1)
+    return tuple(sorted(set(ranks)))
+
+
 def _tp_rank(actor: str) -> re.Match | None:
     return None if _OTHER_INDEX.search(actor) else _TP_RANK.search(actor)
+
+
+_PP_INDEX = re.compile(r"(?:^|[_\W])PP(\d+)(?![\d])", re.I)
+
+
+def ranks_from_names(names: list[str]) -> list[int | None]:
+    """The rank each process name gives by its tensor-parallel index (py-spy's `Process 181: sglang::scheduler_TP3`,
+    `scheduler_DP1_TP3` where data-parallel attention numbers TP ranks across the DP groups): that index is the rank
+    when the names that carry one all differ by it and none is in a later pipeline stage (`PP1`: its TP index
+    repeats the first stage's). Else none: reading order stays."""
+    found = []
+    for name in names:
+        tp, pp = _TP_RANK.search(name), _PP_INDEX.search(name)
+        found.append(int(tp[1]) if tp and not (pp and int(pp[1])) else None)
+    indices = [r for r in found if r is not None]
+    late_stage = any((pp := _PP_INDEX.search(n)) and int(pp[1]) for n in names)
+    return found if indices and len(set(indices)) == len(indices) and not late_stage else [None] * len(names)
 
 
 def _continues(previous: str, line: str) -> bool:

@@ -26,7 +26,7 @@ the OS thread id, which is the pid for the main thread).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hangdoctor.collector.dump import classify_failure, error_line
 from hangdoctor.formats import frames as interned
@@ -39,8 +39,15 @@ _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+|<\w+>)(?: \(([^)]*)\))?:?(?: 
 _FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<loc>[^()]*)\)$")
 _THREAD_NO_ID = re.compile(r'^Thread \(([^()]*)\):? "(.*)"\s*$')
 _GDB_THREAD = re.compile(r'^Thread (\d+) \(Thread 0x[0-9A-Fa-f]+ \(LWP (\d+)\)(?: "(.*)")?\):?\s*$')
-_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9A-Fa-f]+\s+in\s+)?(?P<name>[^\s(]+(?:\(.*?\))?[^\s(]*)\s*\(.*?\)"
+# gdb's `bt` frame: `#5  0x5ae8c2 in cfunction_call () from lib`, `#3  0x7f.. in cray_fence at pmix.c:575`, and
+# `#0  0x7f.. in _pmi_barrier` (no argument list: a frame gdb has no debug information for; then the address is
+# what says it is a frame)
+GDB_FRAME = re.compile(r"^#\d+\s+(?:(?:0x[0-9A-Fa-f]+\s+in\s+)?(?P<name>[^\s(]+(?:\(.*?\))?[^\s(]*)\s*\(.*?\)"
+                        r"|0x[0-9A-Fa-f]+\s+in\s+(?P<bare>[A-Za-z_][\w:.@<>~]*))"
                         r"(?:\s+from\s+(?P<lib>\S+)|\s+at\s+(?P<file>\S+?):(?P<line>\d+))?\s*$")
+# a row of gdb's `info threads`: `* 1    Thread 0x7fc7.. (LWP 52422) "python" select_poll_poll () at f.c:219`, the
+# thread's top frame only
+GDB_INFO_THREAD = re.compile(r'^\*?\s*(\d+)\s+Thread 0x[0-9A-Fa-f]+ \(LWP (\d+)\)(?: "([^"]*)")?\s+(\S.*)$')
 _LOCALS_HEADER = ("Arguments:", "Locals:")
 # the shell command a paste shows before py-spy's answer: "$ sudo py-spy dump --pid 51740" names the process that a
 # bare "Permission Denied" (no Process header) is about
@@ -79,9 +86,10 @@ class _Thread:
 
 
 def parse_frame(text: str) -> Frame | None:
-    gdb = _GDB_FRAME.match(text)
+    gdb = GDB_FRAME.match(text)
     if gdb:  # gdb's `bt`: a C frame ("#5  0x5ae8c2 in cfunction_call () from /lib/libpython3.10.so")
-        return interned.frame(gdb["name"], gdb["lib"] or gdb["file"] or "?", int(gdb["line"] or 0), True)
+        return interned.frame(gdb["name"] or gdb["bare"], gdb["lib"] or gdb["file"] or "?", int(gdb["line"] or 0),
+                              True)
     match = _FRAME.match(text)
     if not match:
         return None
@@ -193,6 +201,10 @@ class _Parser:
             self.close_error()
             self.error_lines = [stripped]
             return
+        if row := GDB_INFO_THREAD.match(stripped):  # a thread and its top frame, as two lines of `thread apply`
+            self.feed(f'Thread {row[1]} (Thread 0x0 (LWP {row[2]}) "{row[3] or ""}"):')
+            self.feed(f"#0  {row[4]}")
+            return
         if gdb := _GDB_THREAD.match(stripped):  # gdb's `thread apply all bt`: its thread 1 is the main thread,
             stripped = f'Thread 0x{int(gdb[2]):x}: "{"MainThread" if gdb[1] == "1" else gdb[3] or ""}"'  # not its pid
         if anonymous := _THREAD_NO_ID.match(stripped):  # a paste that dropped the id: `Thread (idle): "MainThread"`
@@ -237,7 +249,7 @@ class _Parser:
         if self.thread is not None and self.thread.indent is not None and indent < self.thread.indent and \
                 self.headers:
             return  # less indented than the thread's frames: a log line printed between dumps, not a frame
-        if frame.native and not self.headers and not _GDB_FRAME.match(stripped):
+        if frame.native and not self.headers and not GDB_FRAME.match(stripped):
             return  # py-spy prints native frames under its headers only: without them, a log line's "(...)"
         if self.thread is None or (blank and self.headers == 0):
             if self.headers:  # frames after a process header but before any thread line
@@ -293,8 +305,12 @@ def parse_source(source: Source) -> list[TextProcess]:
 
 
 def place(found: list[TextProcess], source: Source) -> list[TextProcess]:
-    """What a source's prefix says of its processes: their rank, host or pid."""
+    """What a source's prefix says of its processes: their rank, host or pid; one stack under a prefix that names
+    several ranks is that many ranks'."""
     ranks = [p for p in found if p.status != "fragment"]
+    if source.ranks and len(found) == 1 and len(ranks) == 1:
+        found = [replace(ranks[0], rank=rank, threads=list(ranks[0].threads)) for rank in source.ranks]
+        ranks = []
     for proc in found:
         proc.rank = source.rank if proc.rank is None else proc.rank
         proc.host = source.host

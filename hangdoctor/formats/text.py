@@ -10,9 +10,9 @@ import json
 import re
 
 from hangdoctor.formats import faulthandler, tracebacks
-from hangdoctor.formats.paste import Source, split_sources
+from hangdoctor.formats.paste import Source, ranks_from_names, split_sources
 from hangdoctor.formats.pyspy_json import parse_threads, pid_of
-from hangdoctor.formats.pyspy_text import TextProcess, parse_frame, parse_source, place
+from hangdoctor.formats.pyspy_text import GDB_FRAME, GDB_INFO_THREAD, TextProcess, parse_frame, parse_source, place
 from hangdoctor.model import ERROR
 
 _PYSPY_HEADER = re.compile(r"^\s*(?:Process \d+:|Thread (?:0x[0-9A-Fa-f]+|\d+)\b|Error: |Permission Denied)")
@@ -30,9 +30,14 @@ def _shape(lines: list[str]) -> str:
     best = max(counts, key=lambda kind: counts[kind])
     if counts[best]:
         return best
-    # no Python frame: py-spy's headers still make it a dump (a process py-spy could not read, native frames);
-    # without them it is a log (a C++ exception's `frame #0: ...` lines are no stack of a process)
-    return "py-spy" if any(_PYSPY_HEADER.match(line) for line in lines) else "none"
+    # no Python frame: py-spy's headers still make it a dump (a process py-spy could not read, native frames), and
+    # so does a gdb backtrace (frames #k, #k+1...) or gdb's `info threads`; without either it is a log (a C++ exception's `frame #0: ...`
+    # lines are no stack of a process)
+    if any(_PYSPY_HEADER.match(line) or GDB_INFO_THREAD.match(line.strip()) for line in lines):
+        return "py-spy"
+    numbers = [int(line.strip()[1:].split(None, 1)[0]) for line in lines
+               if line.strip().startswith("#") and GDB_FRAME.match(line.strip())]
+    return "py-spy" if any(b == a + 1 for a, b in zip(numbers, numbers[1:])) else "none"
 
 
 def _read_source(source: Source) -> tuple[list[TextProcess], str]:
@@ -133,4 +138,10 @@ def read_text(text: str) -> tuple[list[TextProcess], list[str]]:
             rounds = sum(len(proc.later) + 1 for proc in repeated)
             notes.append(f"a dump that repeats: {rounds} rounds read as samples of {len(repeated)} "
                          f"process{'es' if len(repeated) > 1 else ''}")
+    unnumbered = [proc for proc in processes if proc.rank is None and proc.cmdline and proc.status != "fragment"]
+    named = ranks_from_names([proc.cmdline for proc in unnumbered])
+    if any(rank is not None for rank in named):
+        for proc, rank in zip(unnumbered, named):
+            proc.rank = rank
+        notes.append("ranks from the processes' names (their tensor-parallel index)")
     return processes, notes

@@ -55,6 +55,7 @@ KNOWN_MISSES = {
     "stepcodex_vllm_glm_dsa_page_elided_tracebacks_rpc_timeout_and_cause": "a vLLM chained traceback whose cause, printed first, holds the wait (dequeue, acquire_read): the reader takes the later traceback's frames",  # twelfth paste batch, at first contact
     "so1408356_question_indented_code_pool_workers_keyboardinterrupt_tracebacks": "a Stack Overflow question's 4-space indented blocks: Python 2.6 pool workers' KeyboardInterrupt tracebacks ('Process PoolWorker-N:') read as one worker set aside, where the paste holds four",  # thirteenth paste batch, at first contact
     "transformers17478_rank_tagged_log_lines_then_barrier_detail_traceback": "log lines name 'rank 6' in words (a Trainer message) before an untagged traceback: the traceback's process gets no rank",  # thirteenth paste batch, at first contact
+    "sglang22607_comment_two_trimmed_stacks_tp0_and_grouped_tp1_3_first_line_flush": "two headerless py-spy fragments each labelled by a sentence before it ('TP0 stuck forever in:', 'while TP1-3 ... waiting in:'): read as one stack of one process; the labels in prose are not read",  # fourteenth paste batch, at first contact
     "xla5524_ctrl_c_pjrt_spawn_parent_traceback_then_two_spawnprocess_tracebacks": "xmp.spawn's parent traceback then two 'Process SpawnProcess-N:' tracebacks: the parent is read as the rank and the two children set aside, the reverse of the truth",  # thirteenth paste batch, at first contact
 }
 

@@ -9,6 +9,8 @@ import pytest
 
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.formats.load import load_paths
+from hangdoctor.formats.paste import ranks_from_names
+from hangdoctor.formats.text import read_text
 from hangdoctor.formats.pyspy_text import parse_text
 from hangdoctor.identity import TopologyFlags
 from tests.hangdoctor.corpus.check import CORPUS
@@ -70,7 +72,7 @@ def test_indented_headers_and_deeper_frames(tmp_path):
     assert not any("cut off" in w for w in v.warnings), "locals are not frames, even indented deeper"
 
 
-@pytest.mark.parametrize("prefix", ["[rank{r}]: ", "{r}: ", "2024-05-01 12:00:0{r},123 INFO ", "node1: "])
+@pytest.mark.parametrize("prefix", ["[rank{r}]: ", "{r}: ", "2024-05-01 12:00:0{r},123 INFO ", "node1: ", "trainer-1  | "])
 def test_log_prefixes(tmp_path, prefix):
     lines = []
     for index, block in enumerate(blocks(TEXT)):
@@ -80,6 +82,45 @@ def test_log_prefixes(tmp_path, prefix):
         lines += [prefix.format(r=rank) + line for line in block]
     v = verdict_of(tmp_path, "\n".join(lines) + "\n")
     assert places(v) == EXPECTED
+
+
+GDB_BARRIER = ["#0  0x00007f3a1c2b4de in pmi_barrier_wait", "#1  0x00007f3a1c2b25ee in pmi_fence at fence.c:575",
+               "#2  0x00000000004017a2 in main"]
+
+
+def test_a_debuggers_grouped_ranks_share_one_stack_and_bare_gdb_frames_are_frames():
+    """STAT's and ATP's form: `host{ranks}: ` before each line of a stack that those ranks share; gdb frames with
+    no argument list and no thread header (our own text, after the shape of ofi-cray/libfabric-cray#909)."""
+    text = "Current location:\n" + "\n".join([f"gpu7{{0..1,3}}: {f}" for f in GDB_BARRIER] +
+                                            [f"gpu7{{2}}: {f}" for f in GDB_BARRIER[1:]]) + "\n"
+    processes, notes = read_text(text)
+    assert sorted(p.rank for p in processes) == [0, 1, 2, 3] and {p.host for p in processes} == {"gpu7"}
+    stacks = {p.rank: [f.name for f in p.threads[0].frames] for p in processes}
+    assert stacks[3] == ["pmi_barrier_wait", "pmi_fence", "main"] and stacks[2] == ["pmi_fence", "main"]  # innermost first
+    assert read_text("\n".join(GDB_BARRIER[:1]) + "\nnot a frame #1 something\n")[0] == [], "one frame is no backtrace"
+
+
+def test_gdbs_info_threads_table_is_threads_with_their_top_frames():
+    text = ("(gdb) info threads\n  Id   Target Id         Frame\n"
+            '* 1    Thread 0x7fc73ac5d700 (LWP 52422) "python" select_poll_poll () at selectmodule.c.h:219\n'
+            '  2    Thread 0x7fc6b59e6700 (LWP 52574) "" 0x00007fc739c909c8 in accept4 (fd=7) at accept4.c:40\n')
+    [process] = read_text(text)[0]
+    assert [(t.name, [f.name for f in t.frames]) for t in process.threads] == [
+        ("MainThread", ["select_poll_poll"]), ("", ["accept4"])]
+
+
+@pytest.mark.parametrize("names, ranks", [
+    (["sglang::scheduler_TP3"], [3]),
+    (["sglang::scheduler_DP1_TP3", "sglang::scheduler_DP0_TP1"], [3, 1]),  # DP attention: TP ranks span the DPs
+    (["sglang::scheduler_DP1_TP0", "sglang::scheduler_DP0_TP0"], [None, None]),  # each DP its own TP ranks
+    (["Worker_PP1_TP0"], [None]),  # a later pipeline stage: its TP index repeats the first stage's
+    (["sglang::scheduler_TP1_EP1_PP0", "python train.py"], [1, None]),
+])
+def test_a_process_name_gives_its_rank_by_its_tensor_parallel_index(names, ranks):
+    assert ranks_from_names(names) == ranks
+    text = "".join(f"Process {100 + i}: {name}\nPython v3.11.9 (/usr/bin/python3.11)\n\n"
+                   f'Thread {100 + i} (idle): "MainThread"\n    recv (sock.py:1{i})\n\n' for i, name in enumerate(names))
+    assert [p.rank for p in read_text(text)[0]] == ranks
 
 
 def test_interleaved_ranks_are_split_back_by_their_prefix(tmp_path):
