@@ -61,7 +61,9 @@ _SHARE = 0.6  # a prefix must start at least this share of the non-blank lines
 _RANK_SHARE = 0.2  # PyTorch's own `[rank3]:` (three lines or more): a launcher's unprefixed traceback may follow
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _GUTTER = re.compile(r"^\s*(\d+)(?: |$)")
-_FENCE = re.compile(r"^\s*(?:```|~~~)")
+# a markdown fence and its info string (```python); not a banner drawn with tildes around its text (pytest-timeout's
+# `~~~~ Stack of MainThread (1399) ~~~~`)
+_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[^`~]*$")
 _QUOTE = re.compile(r"^\s*(?:> ?)+")  # one or more levels of quoting
 _BAR = re.compile(r"^\s*\| ?")  # a CI log viewer's gutter (Buildkite's, Jenkins'): "  | " before every line
 _PANEL = re.compile(r"^\s*│ ?(.*?)\s*│\s*$")  # a line inside a rich panel: its border

@@ -201,6 +201,8 @@ class _Parser:
             self.close_error()
             self.error_lines = [stripped]
             return
+        if stripped == "(More stack frames follow...)":  # gdb's `bt N` cut the thread short: its next one follows
+            return
         if row := GDB_INFO_THREAD.match(stripped):  # a thread and its top frame, as two lines of `thread apply`
             self.feed(f'Thread {row[1]} (Thread 0x0 (LWP {row[2]}) "{row[3] or ""}"):')
             self.feed(f"#0  {row[4]}")

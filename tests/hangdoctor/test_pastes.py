@@ -109,6 +109,24 @@ def test_gdbs_info_threads_table_is_threads_with_their_top_frames():
         ("MainThread", ["select_poll_poll"]), ("", ["accept4"])]
 
 
+def test_a_banner_drawn_with_tildes_is_a_thread_header_not_a_fence():
+    """pytest-timeout's thread dump (our own text, after the shape in pytorch/pytorch#193951)."""
+    frame = '  File "/w/{0}.py", line {1}, in {0}\n    {0}()\n'
+    text = ("~~~~~~~~~~ Stack of Thread-3 (run) (1399244) ~~~~~~~~~~\n" + frame.format("_bootstrap", 1) +
+            frame.format("run", 2) + "~~~~~~~~~~ Stack of MainThread (1399268) ~~~~~~~~~~\n" +
+            frame.format("<module>", 3) + frame.format("main", 4) + frame.format("join", 5))
+    [process] = read_text(text)[0]
+    assert [(t.name, [f.name for f in t.frames]) for t in process.threads] == [
+        ("thread 1399244", ["run", "_bootstrap"]), ("MainThread", ["join", "main", "<module>"])]
+
+
+def test_gdbs_note_after_a_cut_backtrace_does_not_end_the_process():
+    text = "".join(f"Thread {n} (Thread 0x7f00{n} (LWP 10{n})):\n#0  0x00007f in poll () from libc.so\n"
+                   f"#1  0x00007f in wait_{n} () from libx.so\n(More stack frames follow...)\n\n" for n in (3, 2, 1))
+    [process] = read_text(text)[0]
+    assert [t.name for t in process.threads] == ["", "", "MainThread"]
+
+
 @pytest.mark.parametrize("names, ranks", [
     (["sglang::scheduler_TP3"], [3]),
     (["sglang::scheduler_DP1_TP3", "sglang::scheduler_DP0_TP1"], [3, 1]),  # DP attention: TP ranks span the DPs
