@@ -30,6 +30,8 @@ class Order:
     by_counter: bool = False  # read from the loop's counter in the two frames' locals (a pass further)
     rank_branch: bool = False  # the side ahead is in a branch whose test names the rank, which the other is not in:
     # ranks are split there by design, and which side is off the path is for the counts to say (causes.py)
+    fetching: bool = False  # left_loop, and the side behind is on the loop's own line (`for batch in loader`):
+    # taking one more item from its iterator, which the side ahead did not get
 
 
 def _outermost_first(stack: Stack) -> list[Frame]:
@@ -85,10 +87,10 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
         only_a = only_b = set()  # a loop in a branch the other line is not in: the other rank may never have run it
     if only_a and not only_b and all(lb > last for _, last in only_a):
         return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in", True,
-                     rank_branch=_named_rank_branch(known_b, la))
+                     rank_branch=_named_rank_branch(known_b, la), fetching=la == max(only_a)[0])
     if only_b and not only_a and all(la > last for _, last in only_b):
         return Order(0, fa, (la, lb), True, f"line {la} of {where} comes after the loop that line {lb} is in", True,
-                     rank_branch=_named_rank_branch(known_a, lb))
+                     rank_branch=_named_rank_branch(known_a, lb), fetching=lb == max(only_b)[0])
     shared = loops_a & loops_b
     if shared and not only_a and not only_b:
         loop = max(shared)  # the innermost shared loop starts last

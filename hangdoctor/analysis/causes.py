@@ -211,7 +211,15 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         ahead = None  # the many in a branch on the rank (`else:` of `if is_main_process:`) took it by design: the
         # few outside it are the ones off the path, and the odd one out names them (as many on each side, as in
         # `if is_last_stage(): save()` on half the ranks: the branch's side stays the one off the path)
-    if ahead is not None and ahead[1].left_loop:  # the source says it left the loop the others are still in
+    # Most ranks past a loop that the few are still in: either the many left it early or the few take a pass more
+    # (one more batch, one more sync): the stacks cannot tell, unless the few are on the loop's own line, taking
+    # one more item from its iterator that the many did not get. The odd one out names the few: low when it is a
+    # guess (with the other reading), as sure as it is when they fetch a pass more.
+    many_left = ahead is not None and ahead[1].left_loop and \
+        len(ahead[0].ranks) > len(_ranks(nodes)) - len(ahead[0].ranks)
+    if many_left and ahead[1].fetching:
+        ahead = None
+    if ahead is not None and ahead[1].left_loop and not many_left:  # it left the loop the others are still in
         node, order = ahead
         others = [n for n in nodes if n is not node]
         reason = (f"left the loop that {_who(others)} {_verb(others, 'is', 'are')} still in ({order.why}): "
@@ -237,7 +245,12 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {_verb(others, 'waits', 'wait')} "
                   f"in {_calls(others)} and for {_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
                   f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else ""))
-        if ahead is not None and ahead[0] not in smallest:  # program order points the other way: both are guesses
+        if ahead is not None and ahead[0] not in smallest and ahead[1].left_loop:  # many past a loop, few in it
+            sure = "low"
+            reason += (f"; or {_who([ahead[0]])} left the loop early ({ahead[1].why}): the stacks cannot tell one "
+                       f"pass more on {_who(smallest)} from one less on {_who([ahead[0]])}; the Flight Recorder "
+                       f"(each rank's count of collectives) would")
+        elif ahead is not None and ahead[0] not in smallest:  # program order points the other way: both are guesses
             sure = "low"
             reason += (f"; but {_who([ahead[0]])} may be the ones that went on ({ahead[1].why}): the source's loops "
                        f"(attach reads them) would tell")

@@ -60,6 +60,20 @@ def test_a_rank_past_the_loop_is_ahead_of_one_inside_it(tmp_path):
     assert order.ahead == 1 and order.sure and "after the loop" in order.why
 
 
+def test_a_rank_on_the_loops_own_line_is_fetching_one_more_item(tmp_path):
+    """`for step in ...` itself (a DataLoader's __next__ below it): the rank behind takes one more item, which the
+    rank past the loop did not get; a rank inside the loop's body is not fetching (causes.py weighs the two)."""
+    path = tmp_path / "train.py"
+    path.write_text(PROGRAM)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "train.py", "line": line, "name": "main"} for line in (2, 3, 7)]}]}]}]
+    blocks = {("train.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+    fetching = compare(stack(2), stack(7), blocks)
+    assert fetching.ahead == 1 and fetching.left_loop and fetching.fetching
+    in_body = compare(stack(3), stack(7), blocks)
+    assert in_body.ahead == 1 and in_body.left_loop and not in_body.fetching
+
+
 def test_the_rank_in_a_branch_the_others_did_not_take_is_off_the_path_whatever_the_line_order(tmp_path):
     blocks, _ = blocks_of(tmp_path)
     order = compare(stack(6), stack(5), blocks)  # line 6 comes later, but line 5 is inside `if rank == 3`
