@@ -64,7 +64,7 @@ class Suspect:
     where: str
     reason: str
     kind: str  # busy, straggler, local-wait, unresponsive, other-call, inside-call, outside, device-sync, minority,
-    # odd-thread (odd_threads.py), odd-path (odd_paths.py)
+    # odd-thread (odd_threads.py), odd-path (odd_paths.py), odd-locals (odd_locals.py)
     confidence: str = "medium"  # high, medium, low
     evidence: list[dict] = field(default_factory=list)  # [{"type": "frame"|"samples"|"cpu"|"thread"|"local"|..., "text": ...}]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangdoctor.analysis.classes import RankClass, build_classes, where
+from hangdoctor.analysis.odd_locals import odd_local_suspects
 from hangdoctor.analysis.odd_paths import odd_path_suspects
 from hangdoctor.analysis.odd_threads import odd_thread_suspects
 from hangdoctor.analysis.p2p_pairs import P2pGap, p2p_gaps
@@ -103,7 +104,8 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     answered = {r for r, v in views.items() if v.responded}
     if not suspects or all(set(s.ranks) >= answered for s in suspects):  # no rank told apart by where they are:
         # how they came there may tell,
-        suspects = odd_path_suspects(views, places, collection.source_blocks) or suspects
+        suspects = odd_path_suspects(views, places, collection.source_blocks) or \
+            odd_local_suspects(views, places) or suspects  # or what they carry there
     if not suspects:  # or their other threads
         suspects = odd_thread_suspects(collection.records, views, table)
     # a low suspect that holds every rank that answered ("apart from the others", "waits on the GPU") tells no rank

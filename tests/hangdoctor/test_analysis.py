@@ -287,3 +287,31 @@ def test_a_rank_whose_main_thread_waits_for_its_own_thread_waits_for_what_that_t
     assert [view.helper[0] for view in (v.views[0], v.views[1])] == ["ckpt-writer"] * 2 and v.views[2].helper is None
     assert [c.ranks for c in v.causes] == [[2]] and v.suspects[0].ranks == [2]
     assert any("another thread ('ckpt-writer') waits in barrier" in h for h in v.hints)
+
+
+def _locals_dump(values_per_rank: list[dict]) -> str:
+    """py-spy --locals text of ranks that all wait at one line of run_worker, each with its own locals."""
+    out = []
+    for rank, values in enumerate(values_per_rank):
+        shown = "".join(f"            {name}: {value}\n" for name, value in values.items())
+        out.append(f"Process {200 + rank}: python -u hang.py --rank {rank}\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+                   f'Thread {200 + rank} (idle): "MainThread"\n    synchronize (torch/cuda/__init__.py:16)\n'
+                   f"    run_worker (hang.py:28)\n        Arguments:\n            rank: {rank}\n        Locals:\n"
+                   f"{shown}    <module> (hang.py:33)\n")
+    return "\n".join(out)
+
+
+def test_one_rank_whose_size_differs_where_every_rank_waits_alike_is_named_low(tmp_path):
+    """odd_locals.py: the same call made with another size (our own text, the shape of pytorch/pytorch#97191)."""
+    path = tmp_path / "trace-node1.out"
+    path.write_text(_locals_dump([{"numel": 200, "pid_seen": 7}, {"numel": 100, "pid_seen": 8},
+                                  {"numel": 100, "pid_seen": 9}, {"numel": 100, "pid_seen": 10}]))
+    [first, *_] = diagnose(load_paths([path], TopologyFlags())).suspects
+    assert (first.ranks, first.kind, first.confidence) == ([0], "odd-locals", "low")
+    assert "`numel` in run_worker (line 28) is 200 where ranks 1-3 hold 100" in first.reason
+    # what differs by design (a rank's own number, pids), or an oddity on two ranks, sets nobody apart
+    path.write_text(_locals_dump([{"numel": 200, "device_index": 0}, {"numel": 100, "device_index": 1},
+                                  {"numel": 100, "device_index": 1}, {"numel": 300, "device_index": 1}]))
+    assert not any(s.kind == "odd-locals" for s in diagnose(load_paths([path], TopologyFlags())).suspects)
+    path.write_text(_locals_dump([{"numel": 100}, {"numel": 100, "chunks": 3}, {"numel": 100}, {"numel": 100}]))
+    assert not any(s.kind == "odd-locals" for s in diagnose(load_paths([path], TopologyFlags())).suspects)
