@@ -4,7 +4,7 @@ said it is about to block, and its verdict must meet the case's expectations for
 the first answer is the one that counts.
 
 A case spends most of its ten seconds waiting (for the ready markers' settle time, between attach's two samples),
-so the selected cases run HD_LIVE_PARALLEL at a time (default 2) in a pool started with the first of them, in the
+so the selected cases run HD_LIVE_PARALLEL at a time (default 3) in a pool started with the first of them, in the
 tests' order; each test waits for its own case's result. HD_LIVE_PARALLEL=1 runs them one by one."""
 
 import json
@@ -19,7 +19,7 @@ from tests.hangdoctor.corpus.check import CORPUS, entries, known_miss, problems
 from tests.hangdoctor.corpus.live import LiveJob, load_cases
 from tests.support import PYTHON, REPO, child_env, run_bounded
 
-IN_FLIGHT = max(1, int(os.environ.get("HD_LIVE_PARALLEL", "2")))
+IN_FLIGHT = max(1, int(os.environ.get("HD_LIVE_PARALLEL", "3")))
 
 
 def _param(name: str):
