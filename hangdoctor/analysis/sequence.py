@@ -75,6 +75,16 @@ def join(dumps: list[FrDump], dims: ParallelDims | None, world: int | None = Non
             no_dump=[r for r in ranks_sorted if r not in by_rank])
         group.parting = _first_parting(traces, last_entry)
         groups.append(group)
+    named: dict[str, list[GroupSequence]] = {}
+    for group in groups:
+        named.setdefault(group.name, []).append(group)
+    for same in (g for g in named.values() if len(g) > 1):  # new_group(all ranks) beside the world: told apart
+        for group in same:
+            if group.group == "0" or group.desc == "default_pg":
+                continue
+            label = group.desc if group.desc not in ("", "undefined") else f"group {group.group}"
+            group.name = label + group.name[len("world"):] if group.name.startswith("world") else \
+                f"{group.name} ({label})"
     groups.sort(key=lambda g: (g.parting is None, g.parting.time_ns if g.parting else 0, -len(g.ranks), g.group))
     return groups
 

@@ -78,7 +78,8 @@ def test_one_faulty_replica_of_pp2_tp2_dp2_is_named_in_coordinates():
 def test_the_trainers_own_dumps_on_two_stages():
     v = diagnose(load_paths([FR / "skip_loss_pp2"], TopologyFlags(pp=2)))
     assert v.suspects[0].ranks == [1] and v.suspects[0].kind == "never-issued"
-    assert v.hints[0].startswith("world [ranks 0-1]: pp=0 [rank 0] waits in broadcast #2; pp=1 [rank 1] never issued #2")
+    # the loss broadcast's group holds every rank, as the world does: it is named by its own id, not "world"
+    assert v.hints[0].startswith("group 5 [ranks 0-1]: pp=0 [rank 0] waits in broadcast #2; pp=1 [rank 1] never issued #2")
 
 
 def test_ddp_rank_zero_barrier_is_another_op_under_the_same_id():
