@@ -9,6 +9,7 @@ tests' order; each test waits for its own case's result. HD_LIVE_PARALLEL=1 runs
 
 import json
 import os
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +53,15 @@ class LiveAnswer:
     output: str
 
 
+# Cases side by side share two cores: from a rank's ready marker to inside its blocking call takes longer than the
+# case's own settle time (recorded alone) allows, and a rank caught on its way in reads as progressing.
+SHARED_SETTLE = 1.5 if IN_FLIGHT > 1 else 0.0
+
+
 def run_case(name: str, workdir: Path) -> LiveAnswer:
     """Start the case's hang, attach once when it is ready, stop it."""
     with LiveJob(load_cases()[name], workdir / "job") as job:
+        time.sleep(SHARED_SETTLE)
         pids = job.python_pids()
         done = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--pid", *map(str, pids), "--json",
                             "--out", str(workdir / "out")], timeout=180, env=child_env(), cwd=REPO)

@@ -84,4 +84,6 @@ def test_hangdoctor_names_the_broadcast_the_last_stage_never_issued(trainer_runs
     assert (first["folded"], first["kind"], first["confidence"]) == ("1", "never-issued", "high")
     group = verdict["flight_recorder"]["groups"][0]
     assert group["parting"]["kind"] == "missing" and group["parting"]["never"] == [1]
-    assert verdict["hints"][0].startswith(f"world [ranks 0-1]: pp=0 [rank 0] waits in broadcast #{group['parting']['seq']}")
+    # the pipeline group holds both ranks, as the world does: named by its own id ("group 5 [ranks 0-1]")
+    assert group["name"] == f"group {group['group']} [ranks 0-1]", group["name"]
+    assert verdict["hints"][0].startswith(f"{group['name']}: pp=0 [rank 0] waits in broadcast #{group['parting']['seq']}")
