@@ -27,6 +27,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from hangdoctor.topology import parse_ranks
+
 _TIMESTAMP = re.compile(
     r"^\s*\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"  # date and time
     r"(?:\s*[-|]?\s*\[?(?:TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?)?"  # level
@@ -206,13 +208,11 @@ _RANK_SET = re.compile(r"\{([\d.,\s-]+)\}$")
 
 
 def _unfold(text: str) -> tuple[int, ...]:
-    """`18..19,49` (or `18-19,49`) -> (18, 19, 49)."""
-    ranks = []
-    for part in text.replace(" ", "").split(","):
-        low, sep, high = part.replace("..", "-").partition("-")
-        if low.isdigit() and (not sep or high.isdigit()) and int(high or low) - int(low) < 100_000:
-            ranks += range(int(low), int(high or low) + 1)
-    return tuple(sorted(set(ranks)))
+    """`18..19,49` (or `18-19,49`) -> (18, 19, 49); () when it is no rank set."""
+    try:
+        return tuple(parse_ranks(text.replace("..", "-").replace(" ", "")))
+    except ValueError:
+        return ()
 
 
 def _tp_rank(actor: str) -> re.Match | None:
@@ -227,13 +227,11 @@ def ranks_from_names(names: list[str]) -> list[int | None]:
     `scheduler_DP1_TP3` where data-parallel attention numbers TP ranks across the DP groups): that index is the rank
     when the names that carry one all differ by it and none is in a later pipeline stage (`PP1`: its TP index
     repeats the first stage's). Else none: reading order stays."""
-    found = []
-    for name in names:
-        tp, pp = _TP_RANK.search(name), _PP_INDEX.search(name)
-        found.append(int(tp[1]) if tp and not (pp and int(pp[1])) else None)
+    if any((pp := _PP_INDEX.search(name)) and int(pp[1]) for name in names):
+        return [None] * len(names)
+    found = [int(tp[1]) if (tp := _TP_RANK.search(name)) else None for name in names]
     indices = [r for r in found if r is not None]
-    late_stage = any((pp := _PP_INDEX.search(n)) and int(pp[1]) for n in names)
-    return found if indices and len(set(indices)) == len(indices) and not late_stage else [None] * len(names)
+    return found if indices and len(set(indices)) == len(indices) else [None] * len(names)
 
 
 def _continues(previous: str, line: str) -> bool:

@@ -31,8 +31,8 @@ def _shape(lines: list[str]) -> str:
     if counts[best]:
         return best
     # no Python frame: py-spy's headers still make it a dump (a process py-spy could not read, native frames), and
-    # so does a gdb backtrace (frames #k, #k+1...) or gdb's `info threads`; without either it is a log (a C++ exception's `frame #0: ...`
-    # lines are no stack of a process)
+    # so do a gdb backtrace (frames #k, #k+1...) and gdb's `info threads`; without them it is a log (a C++
+    # exception's `frame #0: ...` lines are no stack of a process)
     if any(_PYSPY_HEADER.match(line) or GDB_INFO_THREAD.match(line.strip()) for line in lines):
         return "py-spy"
     numbers = [int(line.strip()[1:].split(None, 1)[0]) for line in lines
