@@ -48,6 +48,13 @@ def main() -> None:
         engine.step()
         if step in (1, 3):
             engine.save_checkpoint(sys.argv[1], tag=f"global_step{step}")
+    torch.distributed.barrier()
+    # Leave without CPython's finalisation, as trainer/__main__.py does: a gloo worker thread still freeing the
+    # last asynchronous collective's tensors is unwound by force when finalisation takes the GIL, and std::terminate
+    # aborts a rank whose checkpoints are written (SIGABRT, "terminate called without an active exception", CI).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
