@@ -2,9 +2,10 @@
 
 The wait table (wait_rules.py) says *what* a stack waits in (a broadcast, a recv, a batch); these rows say *for
 whom*: the previous pipeline stage, the next one, the last stage of the pipeline (DeepSpeed's loss broadcast), the
-data-parallel group, the rank's own DataLoader workers. A row matches a frame of the waiting rank's stack, from the
-call outwards (the first frame that matches decides), so that the schedule's own function (DeepSpeed's
-`_exec_recv_activations`, a Megatron `recv_forward`) names the peers even when the call itself is a generic recv.
+data-parallel group, the rank's own DataLoader workers. A row that names a function matches at the innermost frame
+it can (`meaning`), so that the schedule's own function (DeepSpeed's `_exec_recv_activations`, a Megatron
+`recv_forward`) names the peers even when the call itself is a generic recv; a catch-all row (a library's files,
+function `.*`) only where no named row matches.
 
 `peers` is one of:
     prev-stage, next-stage      the pipeline neighbour (pp-1, pp+1; same dp and tp)
@@ -52,6 +53,10 @@ class CallRow:
             raise ValueError(f"peers {self.peers!r} is not one of {', '.join(PEERS)}")
         object.__setattr__(self, "_pattern", compile_user_regex(self.function, "function"))
         object.__setattr__(self, "_source", compile_user_regex(self.source, "source") if self.source else None)
+
+    @property
+    def catch_all(self) -> bool:
+        return self.function == ".*" and not self.source
 
     def matches(self, name: str, file: str, line_text: str | None) -> bool:
         if self.file not in file:
@@ -108,6 +113,11 @@ ROWS: tuple[CallRow, ...] = (
     CallRow("megatron", "p2p_communication.py", "send_backward", "prev-stage", 1,
             "the send of gradients to the previous stage"),
     CallRow("megatron", "tensor_parallel/", ".*", "group:tp", 0, "a tensor-parallel collective"),
+    # finalize_model_grads, after the schedule's exchanges: the tied word (and position) embeddings' gradients
+    # are all-reduced in the embedding group, the first and the last pipeline stage
+    CallRow("megatron", "megatron/core/distributed/finalize_model_grads.py",
+            "_allreduce_word_embedding_grads|_allreduce_position_embedding_grads|_allreduce_embedding_grads?",
+            "last-stage", 2, "the all-reduce of the tied embeddings' gradients between the first and the last stage"),
     CallRow("megatron", "megatron/core/distributed/", ".*", "group:dp", 0, "the data-parallel gradient reduction"),
     # local waits: the rank waits for its own helpers
     CallRow("torch", "torch/utils/data/dataloader.py", ".*", "workers", 0, "a batch from its DataLoader workers"),
@@ -132,13 +142,20 @@ def phase_of(frames, start: int, source: dict | None, rows: tuple[CallRow, ...] 
 
 
 def meaning(frames, start: int, source: dict | None, rows: tuple[CallRow, ...] = ROWS) -> CallMeaning | None:
-    """The first row that matches a frame of `frames` from index `start` outwards."""
-    for index in range(start, len(frames)):
-        frame = frames[index]
+    """The row that says whom the wait at `frames[start]` (the call, innermost first) waits for: the innermost frame
+    of the whole stack that a specific row matches (a named function: `_exec_optimizer_step`, Megatron's
+    `_allreduce_word_embedding_grads` inside the call's own region), else the first frame from `start` outwards
+    that a catch-all row (function `.*`: a whole library's files) matches. A catch-all never hides a specific row
+    further in or further out: ZeRO's collectives under DeepSpeed's pipeline step keep the step's phase."""
+    fallback = None
+    for index, frame in enumerate(frames):
         if frame.native:
             continue
         text = source.get((frame.file, frame.line)) if source else None
         for row in rows:
             if row.matches(frame.name, frame.file, text):
-                return CallMeaning(row, index)
-    return None
+                if not row.catch_all:
+                    return CallMeaning(row, index)
+                if fallback is None and index >= start:
+                    fallback = CallMeaning(row, index)
+    return fallback

@@ -168,11 +168,15 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         first = min(n.phase for n in nodes)
         early = [n for n in nodes if n.phase == first]
         late = [n for n in nodes if n.phase != first]
+        # of the early side, the ranks the late side's call waits for (Megatron's embedding all-reduce waits for
+        # the last stage only, not for every stage that sits in the same receive)
+        named = _waited_ranks(graph, late, early)
+        one = len(named) == 1
         reason = (f"never entered {_phase(late[0])} that {_who(late)} {_verb(late, 'waits', 'wait')} in; "
-                  f"{_verb(early, 'it is', 'they are')} already in {_phase(early[0])} of the next step "
-                  f"({nodes[0].schedule}: that comes first in a step, so {_verb(early, 'it has', 'they have')} "
+                  f"{'it is' if one else 'they are'} already in {_phase(early[0])} of the next step "
+                  f"({nodes[0].schedule}: that comes first in a step, so {'it has' if one else 'they have'} "
                   f"finished this step's exchanges with {_who(late)} and gone on)")
-        return [_cause(graph, early, "medium", "schedule", reason)]
+        return [_cause(graph, early, "medium", "schedule", reason, ranks=named)]
     held = [e for n in component for e in graph.out.get(n, []) if e.kind.startswith("lock-holder")
             and e.target in component and graph.nodes[e.target].state == COMMUNICATING]
     exact = [e for e in held if e.kind == "lock-holder"]
@@ -474,10 +478,20 @@ def _host_blocking(graph: WaitGraph, edges: list[Edge]) -> bool:
     return bool(edges)
 
 
-def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reason: str) -> Cause:
+def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reason: str,
+           ranks: list[int] | None = None) -> Cause:
+    """ranks: the nodes' ranks that are the cause, when the edges name only some of them (default: all)."""
     ids = {n.id for n in nodes}
     edges = [e for n in nodes for e in graph.into.get(n.id, []) if e.waiter not in ids]
-    return Cause([n.id for n in nodes], _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges)
+    return Cause([n.id for n in nodes], ranks or _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges)
+
+
+def _waited_ranks(graph: WaitGraph, waiters: list[Node], targets: list[Node]) -> list[int]:
+    """The targets' ranks that the waiters' edges name (not the merely possible ones); all of them if none."""
+    ids = {n.id for n in targets}
+    named = {r for n in waiters for e in graph.out.get(n.id, []) if e.target in ids and e.strength != "possible"
+             for r in e.ranks}
+    return sorted(named & set(_ranks(targets))) or _ranks(targets)
 
 
 def _ranks(nodes: list[Node]) -> list[int]:

@@ -25,7 +25,7 @@ Recorder).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hangdoctor.analysis.causes import Cause
 from hangdoctor.analysis.classes import where
@@ -232,12 +232,20 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
     by_ranks = {tuple(s.ranks): s for s in suspects}
     first: list[Suspect] = []
     done: set[int] = set()
+    node_of: dict[int, Node] = {}  # a place's suspect split by a cause that names only some of its ranks
     for cause in causes:
         for node_id in cause.nodes:
             node = graph.nodes[node_id]
             suspect = by_ranks.get(tuple(node.ranks))
             if suspect is None:
                 suspect = Suspect(node.ranks, where(node.ranks, dims), node.label, _kind_of(node), "low", [])
+            named = [r for r in node.ranks if r in cause.ranks]
+            if named and len(named) < len(node.ranks) and id(suspect) not in done:
+                rest_ranks = [r for r in node.ranks if r not in named]
+                rest = replace(suspect, ranks=rest_ranks, where=where(rest_ranks, dims), evidence=list(suspect.evidence))
+                suspects = [rest if s is suspect else s for s in suspects]
+                node_of[id(rest)] = node
+                suspect = replace(suspect, ranks=named, where=where(named, dims), evidence=list(suspect.evidence))
             suspect.confidence = cause.confidence
             suspect.reason = _cause_sentence(suspect, cause, node, graph, dims)
             suspect.evidence = [*suspect.evidence, *({"type": "wait-for", "text": describe(graph, e),
@@ -250,11 +258,10 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
     for suspect in suspects:
         if id(suspect) in done:
             continue
-        node = next((n for n in graph.nodes if n.ranks == suspect.ranks), None)
+        node = node_of.get(id(suspect)) or next((n for n in graph.nodes if n.ranks == suspect.ranks), None)
         if node is not None and _unseen(node, graph):
             suspect.confidence = "low"
             suspect.reason += "; no dump of them, so nobody looked"
-        node = next((n for n in graph.nodes if n.ranks == suspect.ranks), None)
         if node is None:
             rest.append(suspect)
             continue

@@ -268,6 +268,30 @@ def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     assert v.suspects[0].ranks == [1] and v.causes[0].rule == "schedule"
 
 
+def test_a_specific_call_row_inside_a_library_region_names_only_the_ranks_it_waits_for():
+    # Megatron's finalize_model_grads all-reduces the tied embeddings' gradients between the first and the last
+    # stage only. Stage 0 waits in that all-reduce (the wait table's region covers all of megatron/core/
+    # distributed/, whose catch-all row says "data-parallel group"); stages 1-3 wait in the next step's
+    # recv_forward. The specific row inside the region must win over the catch-all, and of the three ranks in
+    # recv_forward only the last stage is the one that never entered the all-reduce.
+    fmg, p2p = "megatron/core/distributed/finalize_model_grads.py", "megatron/core/pipeline_parallel/p2p_communication.py"
+    schedule = Frame("forward_backward_pipelining_without_interleaving", "megatron/core/pipeline_parallel/schedules.py", 9)
+    embed = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 20),
+             Frame("_allreduce_word_embedding_grads", fmg, 20), Frame("finalize_model_grads", fmg, 31), schedule,
+             *frames("train_step", "main"))
+    recv = (Frame("recv", "torch/distributed/distributed_c10d.py", 40), Frame("recv_forward", p2p, 34), schedule,
+            *frames("train_step", "main"))
+    v = diagnose(collection({0: [embed] * 2, 1: [recv] * 2, 2: [recv] * 2, 3: [recv] * 2}, dims=ParallelDims(pp=4),
+                            world=4))
+    stage0 = next(n for n in v.graph.nodes if n.ranks == [0])
+    assert stage0.phase_says.startswith("the all-reduce of the tied embeddings' gradients")
+    assert [c.ranks for c in v.causes] == [[3]] and v.causes[0].rule == "schedule"
+    assert (v.suspects[0].ranks, v.suspects[0].confidence) == ([3], "medium")
+    assert v.suspects[0].reason.startswith("never entered the all-reduce of the tied embeddings' gradients")
+    rest = next(s for s in v.suspects if s.ranks == [1, 2])
+    assert rest.confidence == "low"
+
+
 def test_a_rank_whose_main_thread_waits_for_its_own_thread_waits_for_what_that_thread_waits_for():
     # Every rank's main thread joins its checkpoint thread. On ranks 0-1 that thread waits in a barrier; on rank 2
     # it is still writing its shard (a file I/O line). The main threads alone say "three local waits, nobody waits
