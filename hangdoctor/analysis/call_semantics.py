@@ -124,6 +124,22 @@ ROWS: tuple[CallRow, ...] = (
 )
 
 
+# Activation recomputation: frames under which backward runs a block's forward a second time. A communication
+# call issued there repeats one of the forward's, which a peer that does not recompute the same block never
+# matches (a point-to-point receive inside a checkpointed block). (file part, function regex)
+RECOMPUTE: tuple[tuple[str, re.Pattern], ...] = tuple((file, re.compile(function)) for file, function in (
+    ("torch/utils/checkpoint.py", r".*recompute_fn|CheckpointFunction\.backward|.*unpack_hook"),
+    ("tensor_parallel/random.py", r"CheckpointFunction\.backward|CheckpointWithoutOutputFunction\.backward"),
+    ("deepspeed/runtime/activation_checkpointing/checkpointing.py", r"CheckpointFunction\.backward|.*recompute.*"),
+))
+
+
+def recomputing(frames) -> bool:
+    """Whether the stack runs inside an activation recomputation (a forward re-run by backward)."""
+    return any(not frame.native and file in frame.file and pattern.fullmatch(frame.name)
+               for frame in frames for file, pattern in RECOMPUTE)
+
+
 @dataclass(frozen=True, slots=True)
 class CallMeaning:
     """What a frame of the waiting rank's stack says about whom it waits for."""

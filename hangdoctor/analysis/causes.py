@@ -15,6 +15,8 @@ others, that do not themselves wait for a peer.
        - the end of a chain of receives (each naming its source): a rank the chain ends at, in no
          point-to-point call, waits elsewhere instead of sending;
        - a wrong peer: a receive from a rank that is itself receiving (or a send to a sender);
+       - a repeat: the side whose call runs inside activation recomputation (backward re-running a checkpointed
+         forward) when the others' does not;
        - program order when the source says one side left a loop the others are still in (ahead.py);
        - the odd one out: fewer ranks in one call than in the others (not for sends and receives, which pair);
          only low when the lines say another side went further;
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SILENT, STRENGTH, Edge,
                                            Node, WaitGraph)
 from hangdoctor.analysis.ahead import compare
+from hangdoctor.analysis.call_semantics import recomputing
 from hangdoctor.topology import fold_ranks
 
 _SILENT_SURE = {"stopped": "high", "d-state": "high", "gone": "medium", "missing": "medium"}
@@ -208,6 +211,9 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if misnamed:
         wrong, detail = misnamed
         return [_cause(graph, wrong, "medium", "wrong-peer", f"named the wrong peer: {detail}")]
+    repeat = _recomputed(nodes)
+    if repeat:
+        return [_cause(graph, repeat[0], "medium", "recompute", repeat[1])]
     ahead = _ahead_of_all(nodes, graph.blocks) if all(n.place is not None for n in nodes) else None
     if ahead is not None and ahead[1].by_counter and not _fewer(ahead[0], nodes):
         ahead = None  # most ranks a pass further went on by design; the few behind took a branch they did not
@@ -423,6 +429,20 @@ def _tag_mismatch(nodes: list[Node]) -> tuple[list[Node], str, str] | None:
             return [node], "medium", f"sends without the receiver's tag (tag=0, the default): {detail}"
         return [node, peer_node] if node is not peer_node else [node], "low", f"tags differ: {detail}"
     return None
+
+
+def _recomputed(nodes: list[Node]) -> tuple[list[Node], str] | None:
+    """The sides whose call runs inside an activation recomputation (backward re-running a checkpointed forward),
+    when the other sides' calls do not: they issued a second time a call of their forward, which the others made
+    once and do not repeat."""
+    inside = [n for n in nodes if n.place is not None and n.place.views and n.state == COMMUNICATING
+              and all(recomputing(v.stack) for v in n.place.views)]
+    if not inside or len(inside) == len(nodes):
+        return None
+    others = [n for n in nodes if n not in inside]
+    return inside, (f"{_verb(inside, 'waits', 'wait')} in {_calls(inside)} inside an activation recomputation (backward "
+                    f"re-running a checkpointed forward): a second issue of a call its forward already made, which "
+                    f"{_who(others)} made once and {_verb(others, 'does', 'do')} not repeat")
 
 
 def _verb(nodes: list[Node], one: str, many: str) -> str:

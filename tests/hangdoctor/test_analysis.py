@@ -292,6 +292,24 @@ def test_a_specific_call_row_inside_a_library_region_names_only_the_ranks_it_wai
     assert rest.confidence == "low"
 
 
+def test_a_receive_inside_activation_recomputation_is_the_repeat_not_its_peer():
+    # Rank 1's receive sits in a checkpointed block: backward re-runs its forward and receives a second time what
+    # rank 0 sent once; rank 0's backward waits to receive the gradient rank 1 never gets to send. Both wait in a
+    # recv for the other (a cycle): the side inside the recomputation issued the extra call. When both sides are
+    # inside a recomputation (a tensor-parallel all-reduce re-run on every rank), it says nothing.
+    c10d, ckpt = "torch/distributed/distributed_c10d.py", "torch/utils/checkpoint.py"
+    backward = (Frame("_engine_run_backward", "torch/autograd/graph.py", 979), *frames("backward", "main"))
+    plain = (Frame("recv", c10d, 40), Frame("StateSend.backward", "t.py", 36), *backward)
+    again = (Frame("recv", c10d, 40), Frame("StateRecv.forward", "t.py", 45), Frame("Chunk.block", "t.py", 63),
+             Frame("_checkpoint_without_reentrant_generator.<locals>.recompute_fn", ckpt, 1688),
+             Frame("_checkpoint_hook.__init__.<locals>.unpack_hook", ckpt, 1183), *backward)
+    v = diagnose(collection({0: [plain] * 2, 1: [again] * 2}, world=2))
+    assert [(c.ranks, c.rule) for c in v.causes] == [([1], "recompute")]
+    assert (v.suspects[0].ranks, v.suspects[0].confidence) == ([1], "medium")
+    both = diagnose(collection({0: [again] * 2, 1: [again[:1] + again[2:]] * 2}, world=2))
+    assert all(c.rule != "recompute" for c in both.causes)
+
+
 def test_a_rank_whose_main_thread_waits_for_its_own_thread_waits_for_what_that_thread_waits_for():
     # Every rank's main thread joins its checkpoint thread. On ranks 0-1 that thread waits in a barrier; on rank 2
     # it is still writing its shard (a file I/O line). The main threads alone say "three local waits, nobody waits
