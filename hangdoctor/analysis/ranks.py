@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangdoctor.analysis.host_code import runs_on_host
 from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.analysis.waits import Wait, WaitTable, innermost_python
 from hangdoctor.model import ERROR, NOT_PYTHON, OK, TIMEOUT, Frame, RankIdentity, RankRecord, Sample, Stack, ThreadStack
@@ -80,6 +81,8 @@ class RankView:
         if self.wait is not None:
             if self.helper is not None and self.wait.kind in LOCAL_KINDS:
                 return self.helper[1].kind
+            if self.wait.kind == "io" and self.wait.call.native and self.active:
+                return BUSY  # caught inside a file system call while the OS runs it: served, not blocked in it
             return self.wait.kind
         if self.progress == PROGRESSING or self.runs:
             return BUSY
@@ -88,10 +91,10 @@ class RankView:
     @property
     def runs(self) -> bool:
         """Evidence that it executes, outside any wait: CPU use, or py-spy saw it holding the GIL (or running
-        at all, in a job known to have no GPU to spin on)."""
+        at all, in a job known to have no GPU to spin on, or in code that never waits on a GPU: host_code.py)."""
         if self.cpu_percent is not None and self.cpu_percent >= BUSY_CPU:
             return True
-        return bool(self.active and (self.gil or self.gpu is False))
+        return bool(self.active and (self.gil or self.gpu is False or runs_on_host(self.stack)))
 
     @property
     def position(self) -> str:
