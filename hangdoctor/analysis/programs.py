@@ -13,7 +13,9 @@ theirs a communication call or a GPU wait: processes alike that never communicat
 not wait in a call any of that family waits in, and do not wait on a GPU (rank work). Such a process, when it waits (for the ranks' answers, on a
 pipe, idle), is the job's driver, never a rank (one that runs may be doing a rank's work: launchers.py keeps it): numbered as one it shifts every rank after it and,
 being the one process unlike the others, is blamed. One that waits in the family's own call or on its GPU (vLLM's
-Ray driver, TP rank 0 of the collective the workers are in) stays a rank.
+Ray driver, TP rank 0 of the collective the workers are in) stays a rank, and so does one in any collective,
+barrier or point-to-point call of torch.distributed: only a process group's members wait there (a rank whose
+atexit handler waits in a barrier: its stack starts at the handler, not at the ranks' `<module>`).
 """
 
 from __future__ import annotations
@@ -86,8 +88,17 @@ def outsiders(found: list[Found], table: WaitTable) -> dict[int, tuple[str, str]
         return {}  # processes alike that never communicate are not a job's ranks (a server's forked workers)
     memo: dict = {}
     family_ops = {wait.op for f, p in zip(found, programs) if p == family for wait in _waits(f, table, memo)}
-    return {i: programs[i] for i in alone if not any(w.kind == "device-sync" or w.communicates and w.op in family_ops
+    return {i: programs[i] for i in alone if not any(_member(w) or w.communicates and w.op in family_ops
                                                      for w in _waits(found[i], table, memo))}
+
+
+def _member(wait) -> bool:
+    """A wait only a rank can be in: a GPU's (rank work), DDP's reducer, or torch.distributed's own collective,
+    barrier or point-to-point call (only a process group's members wait there; a framework's own queues that the
+    table also calls collectives, vLLM's broadcast queue, are waited on by its engine too)."""
+    if wait.kind in ("device-sync", "ddp-reducer"):
+        return True
+    return wait.kind in ("collective", "p2p", "barrier") and "torch/distributed/" in wait.call.file
 
 
 def forked_helpers(found: list[Found], table: WaitTable) -> dict[int, str]:
