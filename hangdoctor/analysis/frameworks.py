@@ -63,6 +63,11 @@ RULES: tuple[WaitRule, ...] = (
     R("ddp-reducer", "torch autograd", "torch/autograd/__init__.py", "backward|grad", op="backward",
       says="backward: DDP's gradient all_reduce (and ZeRO/FSDP gradient reductions) run inside it", sure="medium"),
     R("", "torch autograd", "torch/_tensor.py", "backward", role="layer"),
+    # ZeroRedundancyOptimizer's step ends broadcasting every rank's shard and waiting on the handles (a C call: no
+    # Python frame of its own under the list comprehension that waits)
+    R("work-wait", "torch ZeRO", "torch/distributed/optim/zero_redundancy_optimizer.py",
+      r".*_sync_params.*|.*wait_for_broadcasts.*|.*_broadcast_params_from_rank.*", op="broadcast",
+      says="ZeroRedundancyOptimizer's parameter broadcasts (it waits on their handles)"),
     # torch.distributed.rpc: a call waits for its callee; shutdown gathers every worker (a collective over RPC)
     R("collective", "torch rpc", "torch/distributed/rpc/api.py", "_all_gather|_wait_all_workers|shutdown|"
       "_barrier|_broadcast_to_followers", op="rpc shutdown",

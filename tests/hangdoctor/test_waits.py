@@ -78,3 +78,14 @@ def test_native_frames_under_a_python_collective_do_not_change_its_name():
     wait = find_wait(stack("pthread_cond_wait libc.so.6", "c10d::Work::wait libtorch_cpu.so", *[
         f"{f.name} {f.file}:{f.line}" for f in DS_BROADCAST]))
     assert wait.label == "broadcast <- PipelineEngine._aggregate_total_loss (deepspeed/runtime/pipe/engine.py)"
+
+
+def test_zero_redundancy_optimizers_wait_on_its_broadcast_handles_has_no_frame_of_its_own_yet_is_a_work_wait():
+    # torch 2.x: `_ = [x.wait() for x in handles]` at the end of _sync_params; Work.wait is C, so py-spy's innermost
+    # Python frame is the list comprehension
+    wait = find_wait(stack(
+        "ZeroRedundancyOptimizer._sync_params.<locals>.<listcomp> torch/distributed/optim/zero_redundancy_optimizer.py:826",
+        "ZeroRedundancyOptimizer._sync_params torch/distributed/optim/zero_redundancy_optimizer.py:826",
+        "ZeroRedundancyOptimizer.step torch/distributed/optim/zero_redundancy_optimizer.py:1151",
+        "main train.py:57"))
+    assert (wait.kind, wait.op, wait.caller.name) == ("work-wait", "broadcast", "ZeroRedundancyOptimizer.step")
