@@ -68,6 +68,16 @@ RULES: tuple[WaitRule, ...] = (
     R("work-wait", "torch ZeRO", "torch/distributed/optim/zero_redundancy_optimizer.py",
       r".*_sync_params.*|.*wait_for_broadcasts.*|.*_broadcast_params_from_rank.*", op="broadcast",
       says="ZeroRedundancyOptimizer's parameter broadcasts (it waits on their handles)"),
+    # SyncBatchNorm's autograd function gathers every rank's batch statistics in forward (all-reduces the gradient
+    # statistics in backward); under NCCL the host waits there on the GPU
+    R("collective", "torch SyncBatchNorm", "torch/nn/modules/_functions.py", "SyncBatchNorm.forward|SyncBatchNorm.backward",
+      op="all_gather", says="SyncBatchNorm's exchange of every rank's batch statistics", sure="medium"),
+    # torchtitan's metrics: a functional all-reduce whose result it reads at once (.item())
+    R("collective", "torchtitan", "torchtitan/distributed/utils.py", "_dist_reduce|dist_max|dist_mean|dist_sum|dist_min",
+      op="all_reduce", says="torchtitan's reduction of a metric across ranks"),
+    # torchrec: sharded modules' input and output distributions are all-to-alls behind Awaitables
+    R("collective", "torchrec", "torchrec/distributed/", r".*Awaitable\._wait_impl|.*Awaitable\.wait", op="all_to_all",
+      says="torchrec's input or output distribution (an all-to-all it waits on)", sure="medium"),
     # torch.distributed.rpc: a call waits for its callee; shutdown gathers every worker (a collective over RPC)
     R("collective", "torch rpc", "torch/distributed/rpc/api.py", "_all_gather|_wait_all_workers|shutdown|"
       "_barrier|_broadcast_to_followers", op="rpc shutdown",

@@ -89,3 +89,15 @@ def test_zero_redundancy_optimizers_wait_on_its_broadcast_handles_has_no_frame_o
         "ZeroRedundancyOptimizer.step torch/distributed/optim/zero_redundancy_optimizer.py:1151",
         "main train.py:57"))
     assert (wait.kind, wait.op, wait.caller.name) == ("work-wait", "broadcast", "ZeroRedundancyOptimizer.step")
+
+
+def test_library_calls_whose_collective_has_no_python_frame_of_its_own():
+    # each the innermost Python frame of a rank waiting on its GPU (NCCL) or in C: the library's own function
+    syncbn = find_wait(stack("SyncBatchNorm.forward torch/nn/modules/_functions.py:26",
+                             "Function.apply torch/autograd/function.py:575", "Backbone.forward train.py:25"))
+    titan = find_wait(stack("_dist_reduce torchtitan/distributed/utils.py:40", "dist_mean torchtitan/distributed/utils.py:60",
+                            "Trainer.train_step torchtitan/train.py:500"))
+    rec = find_wait(stack("KJTAllToAllLengthsAwaitable._wait_impl torchrec/distributed/dist_data.py:300",
+                          "Awaitable.wait torchrec/distributed/types.py:330", "main train.py:40"))
+    assert [(w.kind, w.op) for w in (syncbn, titan, rec)] == [("collective", "all_gather"), ("collective", "all_reduce"),
+                                                             ("collective", "all_to_all")]
