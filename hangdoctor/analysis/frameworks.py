@@ -231,6 +231,9 @@ RULES: tuple[WaitRule, ...] = (
     R("", "torch", "torch/nn/modules/module.py", "_call_impl|_wrapped_call_impl|__call__|Module._call_impl|"
       "Module._wrapped_call_impl", role="layer"),
     R("", "torch", "torch/utils/_contextlib.py", "decorate_context", role="layer"),
+    # a @contextmanager's enter and exit between a call and the generator that does its work (torch's
+    # batch_isend_irecv posts its batch in _coalescing_manager's exit)
+    R("", "python", "contextlib.py", r"_GeneratorContextManager\.__(enter|exit)__|__enter__|__exit__", role="layer"),
     R("", "torch", "torch/autograd/function.py", "apply|Function.apply", role="layer"),
     R("", "torch", "torch/_dynamo/eval_frame.py", "_fn|.*_fn", role="layer"),
     # PyTorch's dispatch machinery between a Python API and the op it runs (a functional collective's wait_tensor

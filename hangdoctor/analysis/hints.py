@@ -20,6 +20,17 @@ ONE_CALL = ("the ranks do not differ in the call, so either they passed it diffe
             "rank-dependent shape; the Flight Recorder records each rank's sizes, TORCH_DISTRIBUTED_DEBUG=DETAIL "
             "checks them), or a thread of theirs made a collective on the same group in another order "
             "(--all-threads shows every thread), or the collective itself is stuck (network, NCCL/gloo): ")
+ONE_P2P = ("the ranks do not differ in the call, so either their sends and receives do not pair up (a peer "
+           "computed wrong, a wrap-around at the ends of a ring or halo, a count one side expects: the Flight "
+           "Recorder pairs each rank's sends with its peer's receives), or the exchange itself is stuck (network, "
+           "NCCL/gloo): ")
+
+
+def one_call(place: Place) -> str:
+    """What to suspect when every rank waits in one call: a point-to-point exchange pairs, a collective matches."""
+    return ONE_P2P if place.wait is not None and place.wait.kind == "p2p" else ONE_CALL
+
+
 GPU_HINT = ("to see where they really wait, rerun with CUDA_LAUNCH_BLOCKING=1 (collectives then block where they "
             "are called: that is how BigScience's 200B hang showed its frames), or record PyTorch's Flight Recorder "
             "(TORCH_FR_BUFFER_SIZE=2000 in the job's environment) to compare each rank's last collective; "
@@ -59,7 +70,7 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
         hints.append(f"{who(anchor.ranks, dims)} {waits if anchor.in_collective else 'sit'} in {anchor.position} "
                      f"for {who(place.ranks, dims)}, still progressing (a straggler, not a hang)")
     if not others and anchor.in_collective:
-        hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, {ONE_CALL}"
+        hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, {one_call(anchor)}"
                      f"{NCCL_HINT}")
     elif anchor.in_collective and not said and any(p.in_collective and undecided(p, anchor) and
                                                       not peer_tie(p, anchor) for p in stuck):
@@ -110,7 +121,7 @@ def lone_hints(places: list[Place], dims: ParallelDims | None, native: bool) -> 
     if not places:
         return []
     if len(places) == 1 and places[0].activity in COMM_KINDS | {"device-sync"} and not places[0].moving:
-        return [f"every rank that answered waits in {places[0].position}: if none is missing, {ONE_CALL}"
+        return [f"every rank that answered waits in {places[0].position}: if none is missing, {one_call(places[0])}"
                 f"{NCCL_HINT}"]
     if any(p.activity == UNKNOWN for p in places) and not native:
         return ["no rank waits in a recognised call: compare the places above (add --native to see waits inside "

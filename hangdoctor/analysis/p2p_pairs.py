@@ -8,6 +8,10 @@ a send, or has not reached it). The other way round, a waits for a recv that b n
 this with no rank blocked where the mistake is (NCCL's send and recv return at once; the hosts wait later, at a
 synchronisation), and the collectives' sequences show nothing: every rank issued the same ones.
 
+A late rank that posted nothing at all to or from that peer (no history between the two) is only one reading:
+the other is that the poster named the wrong peer (a halo's neighbour computed with a wrap-around); both are
+then named, low (`history`).
+
 Counted only where both ranks' buffers hold every point-to-point op of the group since its first
 (formats/flight_recorder.py: `p2p_counts`); the peers in torch's names (`send 0->1`, `recv 1<-0`) are group ranks,
 placed with the group's members where torch lists them (the default group: global ranks).
@@ -30,6 +34,12 @@ class P2pGap:
     receiver: int
     sends: int  # the sender's sends to the receiver
     recvs: int  # the receiver's receives from the sender
+    history: bool = True  # the late rank posted some op (either way) with its peer in this group
+
+    @property
+    def poster(self) -> int:
+        """The rank whose posted op waits."""
+        return self.receiver if self.late == self.sender else self.sender
 
     @property
     def late(self) -> int:
@@ -39,10 +49,21 @@ class P2pGap:
     @property
     def sentence(self) -> str:
         if self.recvs > self.sends:
-            return (f"never posted send #{self.sends + 1} to rank {self.receiver}, whose recv #{self.recvs} from it "
+            text = (f"never posted send #{self.sends + 1} to rank {self.receiver}, whose recv #{self.recvs} from it "
                     f"waits (group {self.group}: {self.sends} sends against {self.recvs} receives, Flight Recorder)")
-        return (f"never posted recv #{self.recvs + 1} from rank {self.sender}, whose send #{self.sends} to it waits "
-                f"(group {self.group}: {self.sends} sends against {self.recvs} receives, Flight Recorder)")
+        else:
+            text = (f"never posted recv #{self.recvs + 1} from rank {self.sender}, whose send #{self.sends} to it waits "
+                    f"(group {self.group}: {self.sends} sends against {self.recvs} receives, Flight Recorder)")
+        return text
+
+    @property
+    def doubt(self) -> str:
+        """The other reading, where the late rank has no history with its peer; "" where it has."""
+        if self.history:
+            return ""
+        return (f"it posted nothing at all to or from rank {self.poster} in group {self.group}: it skipped the "
+                f"exchange, or rank {self.poster} named a peer that is not its partner (a neighbour computed wrong, "
+                f"a wrap-around): the recorder cannot tell which")
 
 
 def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
@@ -62,6 +83,10 @@ def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
                         continue
                     peer = members[peer]
                 mine[(match[1], peer)] = mine.get((match[1], peer), 0) + n
+    def talked(group: str, rank: int, peer: int) -> bool:
+        mine = counts.get((group, rank), {})
+        return bool(mine.get(("send", peer)) or mine.get(("recv", peer)))
+
     gaps = []
     for (group, rank), ops in sorted(counts.items()):
         for (kind, peer), n in sorted(ops.items()):
@@ -69,8 +94,9 @@ def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
                 continue
             recvs = counts[(group, peer)].get(("recv", rank), 0)
             if recvs != n:
-                gaps.append(P2pGap(group, rank, peer, n, recvs))
+                late = rank if recvs > n else peer
+                gaps.append(P2pGap(group, rank, peer, n, recvs, talked(group, late, peer if late == rank else rank)))
         for (kind, peer), n in sorted(ops.items()):  # receives from a rank that never sent at all
             if kind == "recv" and (group, peer) in counts and ("send", rank) not in counts[(group, peer)]:
-                gaps.append(P2pGap(group, peer, rank, 0, n))
+                gaps.append(P2pGap(group, peer, rank, 0, n, talked(group, peer, rank)))
     return gaps

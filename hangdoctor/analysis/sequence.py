@@ -224,6 +224,17 @@ def statement(group: GroupSequence, describe) -> str:
     return text
 
 
+def _stuck_before(group: GroupSequence, parting: Parting, waiting: list[int]) -> list[int]:
+    """Members that never issued the parting id because they are still inside the id before it, which every
+    waiting member completed (torch's pg_status says so): held in a call the others got through, not a skip."""
+    prev = parting.seq - 1
+    if prev < 1 or any((group.last_completed.get(r) if group.last_completed.get(r) is not None else -1) < prev
+                       for r in waiting):
+        return []
+    return [r for r in parting.never if group.last_issued.get(r) == prev
+            and group.last_completed.get(r) is not None and group.last_completed[r] < prev]
+
+
 def _where(entry: FrEntry | None) -> str:
     if entry is None:
         return ""
@@ -232,7 +243,8 @@ def _where(entry: FrEntry | None) -> str:
 
 def suspects_from(groups: list[GroupSequence]) -> list[tuple[list[int], str, str, str]]:
     """(ranks, kind, confidence, reason) from the partings, the earliest first: members that never issued a
-    collective the others wait in ("never-issued", high: the recorder saw it), and members that issued another
+    collective the others wait in ("never-issued", high: the recorder saw it) unless they are still inside the one
+    before it, which the others completed ("incomplete", low: held there, not a skip), and members that issued another
     op or other sizes under the same id ("other-op", high when they are fewer than the rest). A rank is named
     once, in the earliest parting it takes part in: the later ones are what followed."""
     out, named = [], set()
@@ -247,9 +259,24 @@ def suspects_from(groups: list[GroupSequence]) -> list[tuple[list[int], str, str
         if parting.kind == "missing":
             waiting = sorted(r for ranks in parting.issued.values() for r in ranks)
             ops = "/".join(sorted({w.split(" [", 1)[0] for w in parting.issued}))
-            out.append((sorted(parting.never), "never-issued", "high",
-                        f"never issued {ops} #{parting.seq} of the {group.name}, which rank"
-                        f"{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} issued (Flight Recorder)"))
+            stuck = _stuck_before(group, parting, waiting)
+            skipped = sorted(r for r in parting.never if r not in stuck)
+            if skipped:
+                out.append((skipped, "never-issued", "high",
+                            f"never issued {ops} #{parting.seq} of the {group.name}, which rank"
+                            f"{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} issued (Flight Recorder)"))
+            if stuck:
+                prev = parting.seq - 1
+                where = {_where(parting.last.get(r)) for r in stuck} - {""}
+                call = where.pop() if len(where) == 1 else f"#{prev}"
+                one = len(stuck) == 1
+                out.append((stuck, "incomplete", "low",
+                            f"{'is' if one else 'are'} still inside {call} of the {group.name}, which rank"
+                            f"{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} completed (Flight Recorder): "
+                            f"#{prev} did not complete for {'it' if one else 'them'} alone, so "
+                            f"{'it' if one else 'they'} never reached #{parting.seq}; the ranks disagree on #{prev} "
+                            f"(an all_to_all's split sizes, a count one side expects) or a peer never sent what "
+                            f"{'it waits' if one else 'they wait'} for: not {'its' if one else 'their'} own skip"))
             continue
         largest = max(parting.issued.values(), key=len)
         for what, ranks in parting.issued.items():

@@ -281,17 +281,31 @@ def with_p2p(gaps: list[P2pGap], suspects: list[Suspect], hints: list[str],
     """Point-to-point calls paired across ranks (p2p_pairs.py): the rank that never posted its side first; stack
     suspects among the ranks waiting for it become low; "every group issued the same collectives" is no longer
     the whole story."""
-    found, said = [], []
+    found, said, posters = [], [], []
     for late in sorted({g.late for g in gaps}):
-        reason = "; ".join(g.sentence for g in gaps if g.late == late)
+        mine = [g for g in gaps if g.late == late]
+        reason = "; ".join([g.sentence for g in mine] + sorted({g.doubt for g in mine} - {""}))
         evidence = {"type": "flight-recorder", "text": reason}
         same = next((s for s in suspects if s.ranks == [late]), None)
         if same is not None:
             suspects.remove(same)
-        found.append(Suspect([late], same.where if same else where([late], dims), reason, "never-issued", "high",
+        sure = "high" if any(g.history for g in mine) else "low"  # no history: or the poster named the wrong peer
+        found.append(Suspect([late], same.where if same else where([late], dims), reason, "never-issued", sure,
                              [evidence, *(same.evidence if same else [])]))
-        said += [f"rank {late} {g.sentence}" for g in gaps if g.late == late]
-    waiting = {g.receiver if g.late == g.sender else g.sender for g in gaps}
+        said += [f"rank {late} {g.sentence}" for g in mine]
+        if sure == "low":
+            posters += [g for g in mine if g.poster not in posters]
+    for poster in sorted({g.poster for g in posters} - {g.late for g in gaps}):
+        peers = sorted({g.late for g in posters if g.poster == poster})
+        reason = (f"posted a send or recv to rank{'s' if len(peers) > 1 else ''} {fold_ranks(peers)}, which "
+                  f"posted nothing at all to or from it (Flight Recorder): it may have named a peer that is not its "
+                  f"partner")
+        same = next((s for s in suspects if s.ranks == [poster]), None)
+        if same is not None:
+            suspects.remove(same)
+        found.append(Suspect([poster], same.where if same else where([poster], dims), reason, "wrong-peer", "low",
+                             [{"type": "flight-recorder", "text": reason}, *(same.evidence if same else [])]))
+    waiting = {g.poster for g in gaps}
     for suspect in suspects:
         if set(suspect.ranks) <= waiting and suspect.kind != "unresponsive" and suspect.kind != "never-issued":
             suspect.confidence = "low"

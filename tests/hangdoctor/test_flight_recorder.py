@@ -275,3 +275,33 @@ def test_a_dump_folder_read_after_the_deadline_names_the_files_it_did_not_read()
     assert {rank: "summary" in r for rank, r in read.items()} == {0: True, 1: True}
     late = summaries_in(str(FR / "skip_allreduce"), {0, 1}, deadline=0.0)
     assert all("not read, the collection's deadline came first" in r["error"] for r in late.values())
+
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def _recorded(case: str):
+    return load_paths([CORPUS / case / "attach"], TopologyFlags()).flight_recorder
+
+
+def test_a_rank_still_inside_the_collective_before_is_not_said_to_have_skipped_the_next():
+    # real NCCL (H100): rank 2 is inside all_to_all #9, which ranks 0-1 completed (pg_status); they wait in #10
+    from hangdoctor.analysis.sequence import suspects_from
+
+    found = suspects_from(join(_recorded("fdu_nccl_moe_drop_after_split_exchange"), None, 3))
+    assert [(ranks, kind, sure) for ranks, kind, sure, _ in found] == [([2], "incomplete", "low")]
+    assert "still inside all_to_all #9" in found[0][3] and "which ranks 0-1 completed" in found[0][3]
+
+
+def test_a_point_to_point_gap_with_no_history_between_the_two_names_both_low():
+    # real NCCL: rank 2 posts a send and a recv to rank 0, which never posted anything with rank 2 (a halo's
+    # wrong wrap-around, or rank 0's skip); a stage that posted 3 sends against 4 receives has history: high
+    from hangdoctor.analysis.p2p_pairs import p2p_gaps
+
+    halo = p2p_gaps(_recorded("fdu_nccl_halo_last_rank_wraps_to_rank0"))
+    assert {(g.late, g.poster, g.history) for g in halo} == {(0, 2, False)}
+    pipe = p2p_gaps(_recorded("gpu_nccl_pp_skip_send"))
+    assert pipe and all(g.history for g in pipe)
+    v = diagnose(load_paths([CORPUS / "fdu_nccl_halo_last_rank_wraps_to_rank0" / "attach"], TopologyFlags()))
+    assert [(s.ranks, s.kind, s.confidence) for s in v.suspects[:2]] == [([0], "never-issued", "low"),
+                                                                        ([2], "wrong-peer", "low")]
