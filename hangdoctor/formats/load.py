@@ -50,6 +50,16 @@ def node_from_filename(path: Path, pid: int | None = None) -> str:
     return name
 
 
+def _pid_in_filename(path: Path) -> int | None:
+    """The pid that a file of one process's dump ends its name with ("n3-8218.json", "dump.pid8218.txt")."""
+    stem = path.name
+    for suffix in _SUFFIXES:
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    match = re.search(r"[-_.](?:pid)?(\d{2,10})$", stem)
+    return int(match[1]) if match and 0 < int(match[1]) < 1 << 32 else None
+
+
 def expand(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
@@ -145,9 +155,12 @@ def _text_dumps(path: Path, text: str, extras: Extras, not_json: str = "") -> tu
     never refused while it holds a frame; what was undone to read it is said in one note."""
     processes, undone = read_text(text)
     file_host = node_from_filename(path)
+    named_pid = _pid_in_filename(path) if len([p for p in processes if p.status != "fragment"]) == 1 else None
     when = path.stat().st_mtime
     found: list[Found] = []
     for proc in processes:
+        if not proc.pid and named_pid:  # py-spy's error for one process names no pid; its file (host-PID) does
+            proc.pid, proc.host = named_pid, proc.host or node_from_filename(path, named_pid)
         if proc.status == "fragment":
             extras.notes.append(f"{path}: {proc.error}")
             continue

@@ -155,3 +155,20 @@ def test_node_files_with_py_spys_json_unfactored_read_the_same(tmp_path):
     unfactored = diagnose(load_paths([plain], TopologyFlags()))
     assert [(p.ranks, p.position, p.progress) for p in unfactored.places] == \
         [(p.ranks, p.position, p.progress) for p in factored.places]
+
+
+def test_py_spys_error_for_one_process_takes_the_pid_its_file_is_named_with(tmp_path):
+    # one file per process (host-PID.json, as a loop of `py-spy dump --json --pid $p > host-$p.json` writes them):
+    # the stopped process's file holds only py-spy's error, which names no pid; it keeps its place among the others
+    from hangdoctor.formats.load import load_paths
+    from hangdoctor.identity import TopologyFlags
+
+    good = ('[{"pid": %d, "thread_id": 1, "thread_name": "MainThread", "os_thread_id": %d, "active": false, '
+            '"owns_gil": false, "frames": [{"name": "main", "filename": "train.py", "line": 3}]}]')
+    for pid in (101, 103):
+        (tmp_path / f"n1-{pid}.json").write_text(good % (pid, pid))
+    (tmp_path / "n1-102.json").write_text("Error: Failed to get stack traces\n\nCaused by:\n    0: Failed to suspend "
+                                          "process\n")
+    c = load_paths([tmp_path], TopologyFlags())
+    assert [(r.identity.rank, r.identity.pid, r.identity.host) for r in c.records] == [(0, 101, "n1"), (1, 102, "n1"),
+                                                                                       (2, 103, "n1")]
