@@ -64,3 +64,8 @@ register(LiveCase("fdt_eval_pool_worker_killed", torchrun(3, "fdt_eval_pool_work
 # idles in the event loop, ranks 0 and 2 wait in the next epoch's backward.
 register(LiveCase("fdt_async_prefetch_semaphore_leak", torchrun(3, "fdt_async_prefetch_semaphore_leak.py"), ranks=3,
                   settle=2.0))
+
+# DDP; node B's leader forks a metrics exporter while holding the cache's fcntl.flock (ceph/ceph-qa-suite PR #583,
+# brooklyncentral/clocker PR #382): rank 2 blocks in its next flock, held by its own child; ranks 0-1 in backward.
+register(LiveCase("fdt_flock_inherited_by_exporter", torchrun(3, "fdt_flock_inherited_by_exporter.py"), ranks=3,
+                  settle=2.0))
