@@ -379,6 +379,8 @@ RULES: tuple[WaitRule, ...] = (
     R("lock", "libc", "", r"pthread_cond_(timed)?wait.*|__pthread_cond_wait.*|__futex_abstimed_wait.*|futex_wait.*|"
       r"__lll_lock_wait.*|pthread_mutex_lock|sem_wait|std::condition_variable::wait.*|pthread_join.*|"
       r"__GI___futex.*|___pthread_cond_.*", native=True, op="wait", says="blocked on a lock or condition", **GENERIC),
+    R("lock", "libc", "", r"(__)?(libc_)?(flock|lockf)(64)?", native=True, op="file lock",
+      says="a file lock (flock/lockf): held by another process, perhaps a child that inherited it", **GENERIC),
     R("io", "libc", "", r"(__)?(libc_)?(recv|recvfrom|recvmsg|read|poll|ppoll|epoll_wait|select|pselect|accept|"
       r"connect|waitpid|wait4)(64)?", native=True, op="io", says="waiting on a file, socket or child", **GENERIC),
     R("io", "libc", "", r"(__)?(libc_)?(open|openat|creat|write|pwrite|writev|fsync|fdatasync|sync_file_range|close|"
@@ -404,6 +406,8 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("io", r"\.(recv|recv_into|recvfrom|recvmsg|accept|sendall)\(", "socket",
      "a socket call made from this line (torch.distributed's recv has Python frames of its own below the caller)"),
     ("lock", r"\.(acquire|join)\(", "thread wait", "a lock or a join"),
+    ("lock", r"\b(fcntl\.)?(flock|lockf)\(", "file lock",
+     "a file lock (flock/lockf): held by another process, perhaps a child that inherited it"),
     ("lock", r"(?i)^\s*(async\s+)?with\b[^#]*(lock|mutex|semaphore|cond\b|condition\b)\w*[^#]*:", "thread wait",
      "a lock taken by a with statement"),
 )

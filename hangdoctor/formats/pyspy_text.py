@@ -283,7 +283,8 @@ class _Parser:
                 and parse_frame(last_line.strip()) is None and not _THREAD.match(last_line.strip())
             main = next((t for t in last.threads if t.thread_id == last.pid or t.name == "MainThread"), None)
             short = open_thread is not None and main is not None and main is last.threads[-1] and main.frames \
-                and not any(f.name in _ROOTS or f.name.rsplit(".", 1)[-1] in _ROOTS for f in main.frames[-2:])
+                and not any(f.name in _ROOTS or f.name.rsplit(".", 1)[-1] in _ROOTS
+                            for f in [f for f in main.frames if not f.native][-2:])  # --native ends in libc's clone
             header_only = last.status == OK and not last.threads and last.pid != 0
             if cut_line or short or header_only:
                 last.truncated = True

@@ -172,3 +172,20 @@ def test_py_spys_error_for_one_process_takes_the_pid_its_file_is_named_with(tmp_
     c = load_paths([tmp_path], TopologyFlags())
     assert [(r.identity.rank, r.identity.pid, r.identity.host) for r in c.records] == [(0, 101, "n1"), (1, 102, "n1"),
                                                                                        (2, 103, "n1")]
+
+
+def test_a_native_dump_whose_thread_ends_in_unnamed_libc_frames_below_its_start_is_whole():
+    # py-spy --native: a forked pool worker's only thread (tid = pid) ends with Thread._bootstrap, then libc's clone
+    # as bare addresses; it reached its start, so the dump is not cut off
+    from hangdoctor.formats.pyspy_text import parse_text
+
+    text = ("Process 14152: python -u train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+            'Thread 14152 (idle): "Thread-2 (_handle_workers)"\n'
+            "    0x7f25c00a3f16 (libc.so.6)\n    SimpleQueue.get (multiprocessing/queues.py:364)\n"
+            "    worker (multiprocessing/pool.py:114)\n    Thread._bootstrap_inner (threading.py:1045)\n"
+            "    Thread._bootstrap (threading.py:1002)\n    thread_run (libpython3.11.so.1.0)\n"
+            "    0x7f25c00a71f5 (libc.so.6)\n    0x7f25c01278ec (libc.so.6)\n")
+    [proc] = parse_text(text)
+    assert not proc.truncated
+    [cut] = parse_text(text.split("    Thread._bootstrap_inner")[0])
+    assert cut.truncated
