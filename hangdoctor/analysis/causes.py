@@ -262,8 +262,9 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
                        f"(each rank's count of collectives) would")
         elif ahead is not None and ahead[0] not in smallest:  # program order points the other way: both are guesses
             sure = "low"
-            reason += (f"; but {_who([ahead[0]])} may be the ones that went on ({ahead[1].why}): the source's loops "
-                       f"(attach reads them) would tell")
+            reason += (f"; but {_who([ahead[0]])} may be the ones that went on ({ahead[1].why}): " +
+                       ("the source's loops (attach reads them) would tell" if not graph.blocks else
+                        "the source shows no loop that would tell which"))
         return [_cause(graph, smallest, sure, "odd-one-out", reason)]
     if all(n.state == COMMUNICATING for n in nodes):
         if ahead is not None:
