@@ -206,6 +206,7 @@ def main() -> int:
                              "(default: 2, 10 for the trainer's 0.6 s iterations)")
     parser.add_argument("--work", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, help="a folder to keep the jobs' logs and every attach report in")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     quiet = args.quiet if args.quiet is not None else (10.0 if args.job == "trainer" else 2.0)
@@ -214,8 +215,9 @@ def main() -> int:
     if args.job != "fixture" and "loader" in args.how:
         parser.error("the injector slows a rank by compute or sleep; the loader kind is the fixture's")
     with tempfile.TemporaryDirectory(prefix="stragglers-") as folder:
+        where = args.keep or Path(folder)
         every = [run_kind(args.job, how, args.factors, args.trials, args.seconds, args.rate, args.nproc, args.work,
-                          quiet, Path(folder), rng) for how in args.how]
+                          quiet, where, rng) for how in args.how]
     print()
     print(f"{args.job}: {args.nproc} ranks, " + (f"{args.work * 1000:g} ms of work a step, " if args.job == "fixture"
                                                    else "") + f"profile {args.seconds:g}s at {args.rate}/s, "
