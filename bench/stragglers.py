@@ -1,25 +1,38 @@
 """`hangdoctor attach --profile`: is the slow rank named, how often is a healthy job accused, what does it cost.
 
-One running gloo job per kind of slowness (tests/hangdoctor/fixtures/slow_job.py under torchrun, 4 ranks, each
-step `--work` seconds of work then an all_reduce), its slow rank and factor changed through its control file
-between trials, so every trial is a fresh draw without a fresh job:
-- for each factor (1.05 = 5% slower, ...) and each trial: a slow rank drawn at random, three iterations to settle,
-  then `hangdoctor attach --local --profile SECONDS --json`; right when the first straggler is exactly that rank;
+One running gloo job per kind of slowness, its slow rank and factor changed through a control file between
+trials, so every trial is a fresh draw without a fresh job. The job under test (`--job`):
+- `fixture` (the default): tests/hangdoctor/fixtures/slow_job.py under torchrun, each step `--work` seconds of
+  work then an all_reduce; the fixture itself reads the control file;
+- `trainer`: the reference trainer (`python -m trainer`, DeepSpeed's pipeline engine, PP2 x DP2 on 4 gloo ranks,
+  ZeRO-1, 8 layers of width 256: about 0.6-0.9 s an iteration here), unmodified;
+- `ddp-example`: tests/experiments/fixtures/ddp_example.py (our port of PyTorch's ddp-tutorial-series
+  multigpu_torchrun.py: DDP, SGD), unmodified, `--nproc` ranks.
+The trainer and the DDP example are slowed from outside by bench/straggler_inject/sitecustomize.py (on their
+PYTHONPATH): torch's global optimizer step pre-hook spends, on the rank the control file names, (factor - 1) x
+that rank's own healthy step time in Python arithmetic (compute) or a sleep, and stamps rank 0's steps.
+For each factor (1.05 = 5% slower, ...) and each trial:
+- a slow rank drawn at random, three iterations to settle, then `hangdoctor attach --local --profile SECONDS
+  --json`; right when the first straggler is exactly that rank;
 - healthy trials (no rank slower): a false alarm is any straggler named;
 - time to the verdict: attach's wall time (the profile's seconds included);
-- the job's cost: rank 0 logs each iteration's end; the median iteration time while py-spy samples against the
-  median in the seconds before each healthy trial's attach, in the same run (a ratio).
+- the job's cost: rank 0's iteration end times (the fixture logs them; the injector stamps each optimizer step);
+  the median iteration time while py-spy samples against the median in the `--quiet` seconds before each healthy
+  trial's attach, in the same run (a ratio).
 Kinds: `sleep` (a rank held up outside Python's work: I/O, a lock), `compute` (Python arithmetic: on this
 2-core machine the 4 ranks share the cores, so compute-bound ranks also slow each other) and `loader` (a slow
-DataLoader worker).
+DataLoader worker; fixture only).
 
     .venv/bin/python bench/stragglers.py --how sleep compute --trials 10 --seconds 5
+    .venv/bin/python bench/stragglers.py --job trainer --how compute --factors 1.1 --trials 20 --seconds 20
+    .venv/bin/python bench/stragglers.py --job ddp-example --nproc 2 --how compute --factors 1.1 --trials 20 --seconds 20
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -30,10 +43,83 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.hangdoctor.livejobs import SlowJob  # noqa: E402
+from tests.hangdoctor.livejobs import SlowJob, kill_group, kill_torchrun_workers, wait_until  # noqa: E402
+from tests.support import PYTHON, child_env  # noqa: E402
+
+INJECT = REPO / "bench" / "straggler_inject"  # its sitecustomize.py slows a rank of any torch job from outside
+# The reference trainer, PP2 x DP2 x TP1 on 4 gloo ranks, ZeRO-1 (its default), a model small enough for this
+# machine yet big enough that an iteration takes about 0.6 s; it would run for days: the bench kills it.
+TRAINER = ["-m", "trainer", "--pp", "2", "--num-layers", "8", "--hidden-size", "256", "--num-attention-heads", "4",
+           "--seq-length", "64", "--vocab-size", "128", "--micro-batch-size", "4", "--global-batch-size", "32",
+           "--lr", "3e-4", "--train-iters", "1000000"]
+# Our port of PyTorch's examples/distributed/ddp-tutorial-series/multigpu_torchrun.py (DDP, SGD, gloo).
+DDP_EXAMPLE = [str(REPO / "tests" / "experiments" / "fixtures" / "ddp_example.py"), "--steps", "1000000000",
+               "--batch-size", "512", "--width", "1024"]
 
 
-def attach(job: SlowJob, seconds: float, rate: int, out: Path) -> tuple[dict, float]:
+class InjectedJob:
+    """An unmodified torch job under torchrun, one rank slowed from outside (bench/straggler_inject): the same
+    interface as SlowJob (run_id, times, slow, stop). `start` returns once rank 0 stepped its optimizer 10 times
+    (the injector knows every rank's healthy step time after 5)."""
+
+    def __init__(self, tmp: Path, program: list[str], *, nproc: int, how: str):
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.nproc, self.how = nproc, how
+        self.control, self.times, self.log = tmp / "control.json", tmp / "times.txt", tmp / "torchrun.log"
+        self.control.write_text(json.dumps({"rank": -1, "factor": 1.0, "how": how}))
+        self.command = [PYTHON, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                        *[str(tmp / "run") if a == "{run}" else a for a in program]]
+        self.env = child_env(PYTHONPATH=f"{INJECT}{os.pathsep}{REPO}", HD_STRAGGLER_CONTROL=str(self.control),
+                             HD_STRAGGLER_TIMES=str(self.times))
+        self.proc: subprocess.Popen | None = None
+        self.run_id = ""
+
+    def start(self, timeout: float = 300) -> "InjectedJob":
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO,
+                                         start_new_session=True)
+        try:
+            wait_until(lambda: self.proc.poll() is not None or self.iterations() >= 10, timeout=timeout,
+                       what="10 optimizer steps of rank 0")
+            assert self.proc.poll() is None, "torchrun ended"
+            self.run_id = self._run_id()
+        except AssertionError as exc:
+            self.stop()
+            raise AssertionError(f"job not in place: {exc}\n{self.log.read_text()[-4000:]}") from None
+        return self
+
+    def _run_id(self) -> str:
+        mark = f"HD_STRAGGLER_CONTROL={self.control}".encode()
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                env = open(f"/proc/{name}/environ", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if mark in env:
+                for item in env:
+                    if item.startswith(b"TORCHELASTIC_RUN_ID="):
+                        return item.split(b"=", 1)[1].decode()
+        raise AssertionError("no worker of the job found")
+
+    def slow(self, rank: int, factor: float, how: str | None = None) -> None:
+        self.control.write_text(json.dumps({"rank": rank, "factor": factor, "how": how or self.how}))
+        before = self.iterations()
+        wait_until(lambda: self.iterations() >= before + 3, timeout=60, what="three iterations on the new setting")
+
+    def iterations(self) -> int:
+        try:
+            return self.times.read_text().count("\n")
+        except OSError:
+            return 0
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc)
+        if self.run_id:
+            kill_torchrun_workers(self.run_id)
+
+
+def attach(job, seconds: float, rate: int, out: Path) -> tuple[dict, float]:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "hangdoctor", "attach", "--local", "--run-id", job.run_id,
                            "--profile", str(seconds), "--profile-rate", str(rate), "--json", "--out", str(out)],
@@ -45,47 +131,62 @@ def attach(job: SlowJob, seconds: float, rate: int, out: Path) -> tuple[dict, fl
         return {"error": done.stderr[-500:]}, wall
 
 
-def iteration_times(job: SlowJob, start: float, end: float) -> list[float]:
+def iteration_times(job, start: float, end: float) -> list[float]:
     stamps = [float(line.rsplit(" ", 1)[1]) for line in job.times.read_text().splitlines() if " at " in line]
     inside = [t for t in stamps if start <= t <= end]
     return [b - a for a, b in zip(inside, inside[1:])]
 
 
-def run_kind(how: str, factors: list[float], trials: int, seconds: float, rate: int, nproc: int, work: float,
-             tmp: Path, rng: random.Random) -> dict:
+def make_job(which: str, how: str, nproc: int, work: float, tmp: Path):
+    if which == "fixture":
+        return SlowJob(tmp, nproc=nproc, how=how, work=work, lifetime=3600).start()
+    program = [*TRAINER, "--run-dir", "{run}"] if which == "trainer" else DDP_EXAMPLE
+    return InjectedJob(tmp, program, nproc=nproc, how=how).start()
+
+
+def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: float, rate: int, nproc: int,
+             work: float, quiet: float, tmp: Path, rng: random.Random) -> dict:
     (tmp / how).mkdir(parents=True, exist_ok=True)
-    job = SlowJob(tmp / how, nproc=nproc, how=how, work=work, lifetime=3600).start()
-    results: dict = {"how": how, "settings": []}
+    job = make_job(which, how, nproc, work, tmp / how)
+    results: dict = {"job": which, "how": how, "settings": []}
     try:
         time.sleep(2)
         for factor in [1.0, *factors]:
             right = alarms = 0
-            walls, gaps, noise = [], [], []
+            walls, gaps, noise, named = [], [], [], []
             for trial in range(trials):
                 rank = rng.randrange(nproc) if factor != 1.0 else -1
                 job.slow(rank, factor)
                 before = time.time()
-                time.sleep(2.0)
+                waited = quiet if factor == 1.0 else min(quiet, 2.0)  # unsampled iteration times: healthy trials
+                time.sleep(waited)
                 report, wall = attach(job, seconds, rate, tmp / f"{how}-{factor}-{trial}")
                 walls.append(wall)
                 stragglers = report.get("stragglers", [])
+                if "error" in report:
+                    print(json.dumps({"trial": trial, "error": report["error"]}), flush=True)
                 if factor == 1.0:
                     alarms += bool(stragglers)
-                    quiet = iteration_times(job, before, before + 2.0)
-                    sampled = iteration_times(job, before + 2.0 + 1.0, before + 2.0 + seconds)
-                    if quiet and sampled:
-                        noise.append(statistics.median(sampled) / statistics.median(quiet))
+                    unsampled = iteration_times(job, before, before + quiet)
+                    sampled = iteration_times(job, before + quiet + 1.0, before + quiet + seconds)
+                    if unsampled and sampled:
+                        noise.append(statistics.median(sampled) / statistics.median(unsampled))
                 else:
                     right += bool(stragglers) and stragglers[0]["ranks"] == [rank]
+                during = iteration_times(job, before + waited, before + waited + seconds)
+                named.append((rank, round(statistics.median(during), 3) if during else None, [s["ranks"] for s in stragglers],
+                              [round(s["waited_for"], 3) for s in stragglers]))
                 if stragglers:
                     gaps.append(stragglers[0]["waited_for"])
-            setting = {"factor": factor, "trials": trials, "wall_s": statistics.median(walls)}
+            setting = {"factor": factor, "trials": trials, "wall_s": statistics.median(walls),
+                       "named": named}
             if factor == 1.0:
-                setting.update(false_alarms=alarms, iteration_ratio=statistics.median(noise) if noise else None)
+                setting.update(false_alarms=alarms, iteration_ratio=statistics.median(noise) if noise else None,
+                               ratios=[round(r, 3) for r in noise])
             else:
                 setting.update(right=right, median_gap=statistics.median(gaps) if gaps else None)
             results["settings"].append(setting)
-            print(json.dumps({"how": how, **setting}), flush=True)
+            print(json.dumps({"job": which, "how": how, **setting}), flush=True)
     finally:
         job.stop()
     return results
@@ -93,21 +194,33 @@ def run_kind(how: str, factors: list[float], trials: int, seconds: float, rate: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--job", choices=("fixture", "trainer", "ddp-example"), default="fixture")
     parser.add_argument("--how", nargs="+", default=["sleep", "compute"], choices=("sleep", "compute", "loader"))
     parser.add_argument("--factors", type=float, nargs="+", default=[1.05, 1.1, 1.2, 1.5])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=int, default=50)
     parser.add_argument("--nproc", type=int, default=4)
+    parser.add_argument("--quiet", type=float, default=None,
+                        help="seconds before each attach; a healthy trial's unsampled iteration times come from them "
+                             "(default: 2, 10 for the trainer's 0.6 s iterations)")
     parser.add_argument("--work", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, help="a folder to keep the jobs' logs and every attach report in")
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    quiet = args.quiet if args.quiet is not None else (10.0 if args.job == "trainer" else 2.0)
+    if args.job == "trainer" and args.nproc != 4:
+        parser.error("the trainer runs PP2 x DP2: --nproc 4")
+    if args.job != "fixture" and "loader" in args.how:
+        parser.error("the injector slows a rank by compute or sleep; the loader kind is the fixture's")
     with tempfile.TemporaryDirectory(prefix="stragglers-") as folder:
-        every = [run_kind(how, args.factors, args.trials, args.seconds, args.rate, args.nproc, args.work,
-                          Path(folder), rng) for how in args.how]
+        where = args.keep or Path(folder)
+        every = [run_kind(args.job, how, args.factors, args.trials, args.seconds, args.rate, args.nproc, args.work,
+                          quiet, where, rng) for how in args.how]
     print()
-    print(f"{args.nproc} ranks, {args.work * 1000:g} ms of work a step, profile {args.seconds:g}s at {args.rate}/s, "
+    print(f"{args.job}: {args.nproc} ranks, " + (f"{args.work * 1000:g} ms of work a step, " if args.job == "fixture"
+                                                   else "") + f"profile {args.seconds:g}s at {args.rate}/s, "
           f"{args.trials} trials per setting")
     print("| kind | slower by | named first | false alarms (healthy) | attach wall s (median) | median gap |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -1,0 +1,133 @@
+"""Slow one rank of ANY torch job from outside it, changeable while it runs: bench/stragglers.py's injector.
+
+Put this folder first on a job's PYTHONPATH with HD_STRAGGLER_CONTROL=FILE in its environment: Python imports
+this `sitecustomize` at start-up in every process, and in a process with a RANK (a torchrun or srun worker) it
+registers torch's *global* optimizer step pre-hook (`torch.optim.optimizer.register_optimizer_step_pre_hook`),
+which every torch optimizer runs before its step: plain torch optimizers under DDP, and the torch optimizer that
+DeepSpeed's ZeRO-1 optimizer wraps (DeepSpeed steps it once per parameter group, so a step starts where a group
+already seen comes again). No line of the job changes.
+
+The control file, JSON, read again whenever it changes: {"rank": R, "factor": F, "how": "compute"|"sleep"}.
+Rank R spends, before each of its optimizer steps, (F - 1) x its own healthy step time: the median time between
+its steps while no rank was slowed (the last 50 such steps; nothing is injected before 5 of them were seen), in
+Python arithmetic ("compute": the CPU is busy, its stack moves in Python frames) or in time.sleep ("sleep": held
+up outside Python's work). Rank -1 or factor 1: nobody is slowed.
+
+HD_STRAGGLER_TIMES=FILE: rank 0 appends "iteration N at T" (time.time()) at each of its steps, the iteration
+end times bench/stragglers.py reads (the same format as tests/hangdoctor/fixtures/slow_job.py's --times).
+Processes without RANK (torchrun's agent, py-spy's callers) or without HD_STRAGGLER_CONTROL: nothing happens,
+and torch is not imported.
+
+A sitecustomize already on the path (a distribution's or a virtualenv's) is shadowed by this one: it is run
+afterwards if found further along sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _chain_next_sitecustomize() -> None:
+    """Run the sitecustomize this one shadows, if any, as Python would have."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if not entry or os.path.abspath(entry) == here:
+            continue
+        candidate = os.path.join(entry, "sitecustomize.py")
+        if os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_shadowed_sitecustomize", candidate)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return
+
+
+class _Injector:
+    KEEP = 50  # healthy step intervals kept
+    NEEDED = 5  # healthy intervals needed before anything is injected
+
+    def __init__(self, control: str, times: str | None, rank: int):
+        self.control, self.rank = control, rank
+        self.times = open(times, "a") if times and rank == 0 else None
+        self.mtime = None
+        self.slow_rank, self.factor, self.how = -1, 1.0, "compute"
+        self.seen: set[int] = set()  # the parameter groups stepped in this step
+        self.last: float | None = None  # when the previous step began (after its injected delay)
+        self.last_healthy = False  # whether nobody was slowed during the previous step
+        self.healthy: list[float] = []
+        self.steps = 0
+
+    def refresh(self) -> None:
+        import json
+
+        try:
+            mtime = os.stat(self.control).st_mtime_ns
+            if mtime == self.mtime:
+                return
+            with open(self.control) as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return
+        self.mtime = mtime
+        self.slow_rank = int(data.get("rank", -1))
+        self.factor = float(data.get("factor", 1.0))
+        self.how = data.get("how", "compute")
+
+    def nobody_slowed(self) -> bool:
+        return self.slow_rank < 0 or self.factor == 1.0
+
+    def hook(self, optimizer, args, kwargs) -> None:
+        import time
+
+        key = id(optimizer.param_groups[0]) if optimizer.param_groups else 0
+        if key not in self.seen and self.seen:
+            self.seen.add(key)  # another parameter group of the same step (DeepSpeed's ZeRO steps each alone)
+            return
+        self.seen = {key}
+        now = time.perf_counter()
+        self.refresh()
+        healthy = self.nobody_slowed()
+        if self.last is not None and healthy and self.last_healthy:
+            self.healthy.append(now - self.last)
+            del self.healthy[:-self.KEEP]
+        self.last_healthy = healthy
+        if not healthy and self.rank == self.slow_rank and len(self.healthy) >= self.NEEDED:
+            ordered = sorted(self.healthy)
+            extra = (self.factor - 1.0) * ordered[len(ordered) // 2]
+            if self.how == "sleep":
+                time.sleep(extra)
+            else:
+                _spin(extra)
+        self.last = time.perf_counter()
+        self.steps += 1
+        if self.times is not None:
+            self.times.write(f"iteration {self.steps} at {time.time():.4f}\n")
+            self.times.flush()
+
+
+def _spin(seconds: float) -> int:
+    """Python arithmetic for about `seconds` of wall time."""
+    import time
+
+    end, total = time.perf_counter() + seconds, 0
+    while time.perf_counter() < end:
+        for i in range(2000):
+            total += i * i
+    return total
+
+
+def _install() -> None:
+    control = os.environ.get("HD_STRAGGLER_CONTROL")
+    rank = os.environ.get("RANK")
+    if not control or rank is None:
+        return
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    injector = _Injector(control, os.environ.get("HD_STRAGGLER_TIMES"), int(rank))
+    register_optimizer_step_pre_hook(injector.hook)
+
+
+_chain_next_sitecustomize()
+_install()
