@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 import sys
 
+from hangdoctor.analysis.waits import innermost_python
+
 HOST_LIBRARIES = frozenset({"numpy", "pandas", "scipy", "sklearn", "PIL"})
 _STDLIB = frozenset(sys.stdlib_module_names) - {"__main__"}
 _GPU_RUNTIME = re.compile(r"libcuda|libcudart|libnccl|libtorch_cuda|libc10_cuda|libamdhip|libhip|librccl|libnvidia")
@@ -48,5 +50,5 @@ def runs_on_host(stack) -> bool:
     runtime's wait (module docstring)."""
     if any(frame.native for frame in stack):
         return not any(frame.native and _GPU_RUNTIME.search(frame.file) for frame in stack)
-    innermost = next((frame for frame in stack if not frame.native), None)
+    innermost = innermost_python(stack)
     return innermost is not None and host_only(innermost.file)

@@ -228,11 +228,15 @@ def _stuck_before(group: GroupSequence, parting: Parting, waiting: list[int]) ->
     """Members that never issued the parting id because they are still inside the id before it, which every
     waiting member completed (torch's pg_status says so): held in a call the others got through, not a skip."""
     prev = parting.seq - 1
-    if prev < 1 or any((group.last_completed.get(r) if group.last_completed.get(r) is not None else -1) < prev
-                       for r in waiting):
+
+    def completed(rank: int) -> int:
+        done = group.last_completed.get(rank)
+        return -1 if done is None else done
+
+    if prev < 1 or any(completed(r) < prev for r in waiting):
         return []
     return [r for r in parting.never if group.last_issued.get(r) == prev
-            and group.last_completed.get(r) is not None and group.last_completed[r] < prev]
+            and group.last_completed.get(r) is not None and completed(r) < prev]
 
 
 def _where(entry: FrEntry | None) -> str:

@@ -294,7 +294,7 @@ def with_p2p(gaps: list[P2pGap], suspects: list[Suspect], hints: list[str],
                              [evidence, *(same.evidence if same else [])]))
         said += [f"rank {late} {g.sentence}" for g in mine]
         if sure == "low":
-            posters += [g for g in mine if g.poster not in posters]
+            posters += mine
     for poster in sorted({g.poster for g in posters} - {g.late for g in gaps}):
         peers = sorted({g.late for g in posters if g.poster == poster})
         reason = (f"posted a send or recv to rank{'s' if len(peers) > 1 else ''} {fold_ranks(peers)}, which "

@@ -38,12 +38,18 @@ class InputError(ValueError):
     """An input that cannot be read; the message names the file."""
 
 
-def node_from_filename(path: Path, pid: int | None = None) -> str:
-    """"trace-n3.out" -> "n3"; with the dump's pid, "n3-8218.json" -> "n3" (one file per process)."""
+def _stem(path: Path) -> str:
+    """The file's name without the dump suffixes it ends with."""
     name = path.name
     for suffix in _SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
+    return name
+
+
+def node_from_filename(path: Path, pid: int | None = None) -> str:
+    """"trace-n3.out" -> "n3"; with the dump's pid, "n3-8218.json" -> "n3" (one file per process)."""
+    name = _stem(path)
     name = re.sub(r"^(trace|dump|pyspy|py-spy)[-_.]", "", name) or path.name
     if pid:
         name = re.sub(rf"[-_.](pid)?{pid}$", "", name) or name
@@ -52,11 +58,7 @@ def node_from_filename(path: Path, pid: int | None = None) -> str:
 
 def _pid_in_filename(path: Path) -> int | None:
     """The pid that a file of one process's dump ends its name with ("n3-8218.json", "dump.pid8218.txt")."""
-    stem = path.name
-    for suffix in _SUFFIXES:
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-    match = re.search(r"[-_.](?:pid)?(\d{2,10})$", stem)
+    match = re.search(r"[-_.](?:pid)?(\d{2,10})$", _stem(path))
     return int(match[1]) if match and 0 < int(match[1]) < 1 << 32 else None
 
 
