@@ -18,8 +18,9 @@ from hangdoctor.topology.comm_calls import BARRIER_OPS, COLLECTIVE_OPS, P2P_OPS,
 OP_NAMES = frozenset("|".join((COLLECTIVE_OPS, P2P_OPS, BARRIER_OPS)).split("|")) | set(WAIT_OPS)
 
 
-def R(kind, framework, file, function, op="", *, native=False, says="", sure="high", role="wait", weight=1):
-    return WaitRule(kind, framework, file, function, op, native, says, sure, role, weight)
+def R(kind, framework, file, function, op="", *, native=False, says="", sure="high", role="wait", weight=1,
+      idle=False):
+    return WaitRule(kind, framework, file, function, op, native, says, sure, role, weight, idle=idle)
 
 
 C10D = "torch/distributed/distributed_c10d.py"
@@ -286,10 +287,10 @@ RULES: tuple[WaitRule, ...] = (
       says="a Ray object: another task's or actor's result"),
     R("", "ray", "ray/_private/", "client_mode_hook.*|.*auto_init_wrapper|wrap_auto_init.*", role="layer"),
     R("io", "ray", "ray/_private/worker.py", "main_loop|Worker.main_loop", op="Ray task loop",
-      says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)"),
+      says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)", idle=True),
     # Ray before 2.0 kept the worker in ray/worker.py
     R("io", "ray", "ray/worker.py", "main_loop|Worker.main_loop", op="Ray task loop",
-      says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)"),
+      says="idle in Ray's task loop: this actor runs no task (its task ended or failed: see its log)", idle=True),
     R("io", "pyzmq", "zmq/", "poll|Poller.poll|recv.*|Socket.recv.*|send.*|Socket.send.*|select", op="zmq",
       says="a ZeroMQ socket", **GENERIC),
     R("io", "python", "socket.py", "readinto|recv.*|accept|SocketIO.readinto|create_connection", op="socket",

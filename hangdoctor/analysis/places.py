@@ -73,7 +73,9 @@ def pick_anchor(places: list[Place]) -> Place | None:
     stuck = [p for p in places if not p.moving and p.activity != BUSY]
     calls = [p for p in stuck if p.in_collective]
     best = min(calls, key=lambda p: (p.wait.kind == "p2p", -len(p.ranks), p.ranks[0])) if calls else None
-    outside = [p for p in stuck if p.activity in (UNKNOWN, "device-sync")]
+    # a worker idle in its task loop is where the job is when nobody communicates: the rank still in a task is
+    # then the odd one out (the driver waits for its result), not the idle ones
+    outside = [p for p in stuck if p.activity in (UNKNOWN, "device-sync") or (p.wait is not None and p.wait.idle)]
     largest = max(outside, key=lambda p: (len(p.ranks), -p.ranks[0])) if outside else None
     if largest is not None and (best is None or len(largest.ranks) > len(best.ranks)):
         return largest if best is not None or len(stuck) > 1 else None

@@ -123,7 +123,9 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None, alone:
         says = (place.wait.says if place.wait else "") or _LOCAL_SAYS.get(kind, kind)
         # beside ranks in a collective it holds them up; alone, it is one of several places; every rank in it:
         # nothing sets one apart (vLLM's workers all sleeping in their broadcast queue's back-off)
-        sure = "high" if anchor is not None and anchor.in_collective else "low" if alone else "medium"
+        # (a worker idle in its task loop holds up only peers in a collective: else it just has no task)
+        idle = place.wait is not None and place.wait.idle
+        sure = "high" if anchor is not None and anchor.in_collective else "low" if alone or idle else "medium"
         return Suspect(place.ranks, place.where, f"waits in {here}: {says}{' while ' + there if there else ''}",
                        "local-wait", sure, evidence)
     if place.in_collective:

@@ -30,6 +30,7 @@ class WaitRule:
     sure: str = "high"  # how sure the frame alone makes us: high, medium, low
     role: str = "wait"  # "wait", "layer" (transparent) or "process" (what the process is)
     weight: int = 1  # 0: generic (threading, queues, sockets, libc); 1: a framework's own wait
+    idle: bool = False  # a worker's loop waiting for its next task: it holds nobody up unless peers wait for it
     origin: str = "built-in"  # or the file a user's row came from
     _pattern: re.Pattern = field(init=False, repr=False, compare=False)
     _files: tuple[str, ...] = field(init=False, repr=False, compare=False)

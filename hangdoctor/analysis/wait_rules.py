@@ -38,7 +38,7 @@ from hangdoctor.analysis.wait_rule import WaitRule
 
 _ENV = "HANGDOCTOR_WAIT_RULES"
 MAX_RULES_BYTES = 16 << 20
-_FIELDS = ("kind", "framework", "file", "function", "op", "native", "says", "sure", "role", "weight")
+_FIELDS = ("kind", "framework", "file", "function", "op", "native", "says", "sure", "role", "weight", "idle")
 
 
 def _rows(path: Path) -> list:

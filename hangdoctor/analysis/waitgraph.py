@@ -223,6 +223,8 @@ def _device_edges(node: Node, nodes: list[Node], edges: list[Edge]) -> list[Edge
     for other in nodes:
         if other.id == node.id or other.id in waiting_for_it:
             continue
+        if _idle_majority(other, node):
+            continue
         if other.state in (LOCAL, SILENT):
             found.append(Edge(node.id, other.id, other.ranks, "assumed", "it waits on its GPU, likely for an "
                               "asynchronous collective that these ranks, out of the job's calls, never issued"))
@@ -230,6 +232,14 @@ def _device_edges(node: Node, nodes: list[Node], edges: list[Edge]) -> list[Edge
             found.append(Edge(node.id, other.id, other.ranks, "possible", "it waits on its GPU, perhaps for an "
                               "asynchronous collective these ranks have not issued"))
     return found
+
+
+def _idle_majority(other: Node, node: Node) -> bool:
+    """More workers idle in their task loop than ranks waiting on their GPU: the job is where the idle ones are
+    (their tasks returned), and the GPU waiters more likely issued a call of their own than the idle ones all
+    skipped one: no edge (the GPU waiters are then the odd ones out)."""
+    wait = other.place.wait if other.place is not None else None
+    return wait is not None and wait.idle and len(other.ranks) > len(node.ranks)
 
 
 def _unseen(edge: Edge, nodes: list[Node]) -> Edge:

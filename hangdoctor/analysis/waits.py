@@ -42,6 +42,7 @@ class Wait:
     sure: str = "high"  # how sure the frames make us: high, medium, low
     evidence: str = "frame"  # "frame" (a Python frame), "native" (a C/C++ frame) or "source" (the line's text)
     framework: str = ""
+    idle: bool = False  # its row is a worker's loop waiting for its next task (wait_rule.WaitRule.idle)
 
     @property
     def label(self) -> str:
@@ -131,7 +132,8 @@ class WaitTable:
             kind = "barrier"  # a framework's sync (Lightning's reduce) that blocks in a barrier
         op = op or (_base(call.name) if _base(call.name) in OP_NAMES else rule.kind)
         return Wait(op=op, kind=kind, caller=caller, call=call, says=rule.says, sure=sure,
-                    evidence="native" if call.native else "frame", framework=rule.framework)
+                    evidence="native" if call.native else "frame", framework=rule.framework,
+                    idle=rule.idle)
 
 
 def _from_source(frames: Stack, source: dict | None) -> Wait | None:

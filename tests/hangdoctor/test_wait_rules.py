@@ -152,6 +152,27 @@ def test_users_rows_change_the_verdict_of_analyze(tmp_path, capsys):
     assert after["suspects"][0]["folded"] == "3"
 
 
+def test_an_idle_row_is_where_the_job_is_when_nobody_communicates(tmp_path, capsys):
+    # mylib's actors: three idle in their task loop (their task returned), one still in its task at a line the
+    # table does not know. Read as a plain io wait, the three idle ones are blamed; read as idle (a worker with
+    # no task holds up only peers that wait for it in a collective), the one still at work is the odd one out.
+    dump = tmp_path / "trace-n1.out"
+    dump.write_text("".join(f'Thread {100 + r} (idle): "MainThread"\n    {frame}\n    <module> (mylib/actor.py:5)\n'
+                            for r, frame in enumerate(["Saver.finalize (mylib/save.py:30)"]
+                                                      + ["Actor.task_loop (mylib/actor.py:12)"] * 3)))
+    row = {"kind": "io", "framework": "mylib", "file": "mylib/actor.py", "function": "Actor.task_loop"}
+    verdicts = []
+    for idle in (False, True):
+        rules = tmp_path / f"rules-{idle}.json"
+        rules.write_text(json.dumps([{**row, "idle": idle}]))
+        main(["analyze", str(dump), "--json", "--wait-rules", str(rules)])
+        verdicts.append(json.loads(capsys.readouterr().out))
+    busy_row, idle_row = verdicts
+    assert busy_row["suspects"][0]["folded"] == "1-3" and busy_row["suspects"][0]["confidence"] == "medium"
+    assert idle_row["suspects"][0]["folded"] == "0"
+    assert all(s["confidence"] == "low" for s in idle_row["suspects"] if set(s["ranks"]) & {1, 2, 3})
+
+
 @pytest.mark.parametrize("content,message", [
     ("not json", "not valid JSON"),
     ('{"kind": "lock"}', "JSON list"),
