@@ -100,7 +100,7 @@ def strip_outside(position: str) -> str:
 def peer_tie(place: Place, anchor: Place) -> str:
     """A local that links the two places: an anchor rank waits for a peer that sits here, or the reverse."""
     for waiting, other in ((anchor, place), (place, anchor)):
-        peers = {v.peer.value for v in waiting.views if v.peer is not None and v.peer.is_global}
+        peers = {v.peer.value for v in waiting.views if v.peer is not None and v.peer.is_global and not v.peer.root}
         hit = sorted(peers & set(other.ranks))
         if hit:
             names = {v.peer.name for v in waiting.views if v.peer is not None}

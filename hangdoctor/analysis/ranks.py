@@ -22,6 +22,10 @@ from hangdoctor.model import ERROR, NOT_PYTHON, OK, TIMEOUT, Frame, RankIdentity
 STUCK, PROGRESSING, UNKNOWN = "stuck", "progressing", "unknown"
 BUSY = "busy"
 BUSY_CPU = 50.0  # percent of one core, averaged over the samples
+# a gather's or a reduce's dst is its root, not the one rank its members wait for: the root waits for every
+# member, and gather_object runs an all_gather of the whole group first
+_GATHERS = frozenset({"gather", "gather_object", "reduce", "_reduce", "reduce_multigpu"})
+_ROOT_KEYS = frozenset({"dst", "global_dst", "group_dst", "root"})
 _PEER_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root", "group_src",
               "group_dst", "src_stage", "dst_stage")
 _GPU_LIBS = re.compile(r"libcuda|libcudart|libnccl|libtorch_cuda|libc10_cuda|libamdhip|librccl|libhsa")
@@ -35,6 +39,7 @@ class Peer:
     value: int
     frame: Frame  # the frame whose locals hold it
     tag: int | None = None  # a point-to-point call's `tag` in the same frame's locals, when it has one
+    root: bool = False  # a gather's or reduce's dst: the rank that collects, not the only one this rank waits for
 
     @property
     def is_global(self) -> bool:
@@ -217,11 +222,13 @@ def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:
         found = thread.locals[index]
         if not found:
             continue
+        gathers = frames[index].name.rsplit(".", 1)[-1] in _GATHERS
         for key in _PEER_KEYS:
             value = found.get(key, "").strip()
             if value.lstrip("-").isdigit():
                 tag = found.get("tag", "").strip()
-                return Peer(key, int(value), frames[index], int(tag) if tag.lstrip("-").isdigit() else None)
+                return Peer(key, int(value), frames[index], int(tag) if tag.lstrip("-").isdigit() else None,
+                            root=gathers and key in _ROOT_KEYS)
     return None
 
 

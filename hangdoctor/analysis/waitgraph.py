@@ -304,7 +304,9 @@ def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int]
     names = set()
     for view in place.views:
         peer = view.peer
-        if peer is None or peer.value == view.rank:  # the source of its own broadcast waits for the others
+        # the source of its own broadcast waits for the others; a gather's root is waited for by every member,
+        # but a member waits for the others too
+        if peer is None or peer.value == view.rank or peer.root:
             continue
         if peer.is_global:
             targets.add(peer.value)

@@ -357,3 +357,26 @@ def test_one_rank_whose_size_differs_where_every_rank_waits_alike_is_named_low(t
     assert not any(s.kind == "odd-locals" for s in diagnose(load_paths([path], TopologyFlags())).suspects)
     path.write_text(_locals_dump([{"numel": 100}, {"numel": 100, "chunks": 3}, {"numel": 100}, {"numel": 100}]))
     assert not any(s.kind == "odd-locals" for s in diagnose(load_paths([path], TopologyFlags())).suspects)
+
+
+def test_a_gathers_root_in_the_locals_is_not_the_only_rank_its_members_wait_for(tmp_path):
+    # Ranks 0 and 2 in gather_object (dst=0: the root collects, and gather_object runs an all_gather of the whole
+    # group first), rank 1 alone in an all_reduce (our own text, the shape of the fcr_dcp_stateful_raise_goes_on
+    # case). Read as "rank 2 waits for rank 0 only", ranks 0,2 waited for nobody outside them: a sink, medium.
+    out = []
+    for rank in range(3):
+        if rank == 1:
+            frames = "    all_reduce (torch/distributed/distributed_c10d.py:3252)\n    main (job.py:50)\n"
+        else:
+            frames = ("    all_gather (torch/distributed/distributed_c10d.py:4287)\n"
+                      "    gather_object (torch/distributed/distributed_c10d.py:3631)\n"
+                      "        Arguments:\n            obj: <dict at 0x7f>\n            dst: 0\n"
+                      "    main (job.py:56)\n")
+        out.append(f"Process {300 + rank}: python job.py --rank {rank}\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+                   f'Thread {300 + rank} (idle): "MainThread"\n{frames}    <module> (job.py:63)\n')
+    path = tmp_path / "trace-n1.out"
+    path.write_text("\n".join(out))
+    v = diagnose(load_paths([path], TopologyFlags()))
+    assert v.views[2].peer is not None and (v.views[2].peer.value, v.views[2].peer.root) == (0, True)
+    assert v.suspects[0].ranks == [1]
+    assert not any(set(s.ranks) & {0, 2} and s.confidence != "low" for s in v.suspects)
