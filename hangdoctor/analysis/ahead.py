@@ -102,7 +102,9 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
                                                                                 lb if off == 0 else la),
                          why=f"line {branch} of {where} is in a branch of an if inside the loop "
                          f"(lines {loop[0]}-{loop[1]}) that the others did not take")
-    return Order(later, fa, (la, lb), True, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
+    # inside a loop both lines share, the rank at the earlier line may be a pass further: the order is a guess
+    return Order(later, fa, (la, lb), not shared, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}"
+                 + (f" (both in the loop at lines {max(shared)[0]}-{max(shared)[1]})" if shared else ""))
 
 
 def _alternatives(known_a: dict, la: int, known_b: dict, lb: int) -> bool:

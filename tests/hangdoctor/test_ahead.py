@@ -60,6 +60,13 @@ def test_a_rank_past_the_loop_is_ahead_of_one_inside_it(tmp_path):
     assert order.ahead == 1 and order.sure and "after the loop" in order.why
 
 
+def test_two_lines_of_one_loop_body_have_a_guessed_order_only(tmp_path):
+    # lines 3 and 6 both run in every pass: a rank at line 3 may be a pass further than one at line 6
+    blocks, _ = blocks_of(tmp_path)
+    order = compare(stack(3), stack(6), blocks)
+    assert order.ahead == 1 and not order.sure and "both in the loop at lines 2-6" in order.why
+
+
 def test_a_rank_on_the_loops_own_line_is_fetching_one_more_item(tmp_path):
     """`for step in ...` itself (a DataLoader's __next__ below it): the rank behind takes one more item, which the
     rank past the loop did not get; a rank inside the loop's body is not fetching (causes.py weighs the two)."""
