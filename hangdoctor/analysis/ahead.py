@@ -3,7 +3,8 @@
 When two groups of ranks wait for each other in different calls, the one that is *ahead* has passed the call the
 other waits in without joining it (it skipped it, or joined something else), so it is the cause; the one behind
 waits in the call it skipped. The stacks are compared at their divergence point: the outermost frame they share
-(same function and file) where their lines differ. The later line is ahead, in the same pass through that code.
+(same function and file) where their lines differ. The later line is ahead, in the same pass through that code
+(when both lines sit in one loop's body, the other rank may be a pass further: a guess, not sure).
 
 With the source's structure of that function (`blocks`: the loops and conditionals around each line, read by
 the collector on the node), two refinements: a line after a loop is ahead of a line inside it (the rank left the
