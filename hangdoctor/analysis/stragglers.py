@@ -1,7 +1,9 @@
 """Slow, not hung: which rank the others wait for, read from every rank's time profile (`attach --profile`).
 
 In a synchronous job every collective ends when its last rank arrives, so a rank that is slower than its peers
-waits *less* in communication than they do: they wait for it. Per rank, each sample of its main thread is
+waits *less* in communication than they do: they wait for it. Backward counts as waiting on peers only in a
+rank that runs DDP's reducer (its gradient all_reduce runs inside backward, unseen by Python); elsewhere a sample
+in backward with no known wait under it is compute (a pipeline engine's or ZeRO-1's backward). Per rank, each sample of its main thread is
 classified like a hang's stack (the wait table: collective, p2p, barrier, ... or none of them: work), giving
 the share of its time in each activity. Ranks are compared with their peers: the ranks of the same pipeline
 stage when the topology is known (stages differ by design: the first and last wait differently), otherwise the
@@ -31,6 +33,7 @@ from hangdoctor.analysis.loader_workers import loader_busy
 from hangdoctor.analysis.waits import WaitTable, default_table, innermost_python
 from hangdoctor.model import OK, Collection, RankRecord, Stack
 
+DDP_FILE = "torch/nn/parallel/distributed.py"
 WORK = "work"  # a main-thread sample in no known wait: computing, or in a call the wait table does not know
 MIN_GAP = 0.04  # the smallest share of time the others waited for a rank that is reported at all
 Z = 3.0  # how many standard errors of the two shares the gap must exceed
@@ -96,11 +99,21 @@ def main_stacks(record: RankRecord) -> list[tuple[Stack, int]]:
     return [(s.frames, s.count) for s in chosen]
 
 
+def _runs_ddp(stacks: list[tuple[Stack, int]]) -> bool:
+    """Whether DDP's reducer is in this rank's samples: a DistributedDataParallel module's frames, or a native
+    c10d::Reducer frame. Only then does backward wait for peers (the reducer's all_reduce of gradient buckets);
+    elsewhere a sample in backward with no known wait inside it is the rank's own compute."""
+    return any(any(f.file.endswith(DDP_FILE) or (f.native and "c10d::Reducer" in f.name) for f in stack)
+               for stack, _ in stacks)
+
+
 def shares_of(record: RankRecord, table: WaitTable, memo: dict) -> tuple[int, dict[str, float], float, dict]:
     activity: Counter = Counter()
     frames: Counter = Counter()
     waiting = 0
-    for stack, count in main_stacks(record):
+    stacks = main_stacks(record)
+    ddp = _runs_ddp(stacks)
+    for stack, count in stacks:
         known = memo.get(id(stack))
         if known is None:
             wait = table.classify(stack)
@@ -108,6 +121,8 @@ def shares_of(record: RankRecord, table: WaitTable, memo: dict) -> tuple[int, di
             known = memo[id(stack)] = (stack, wait.kind if wait else WORK, bool(wait and wait.communicates),
                                        inner.label() if inner else "?")
         _, kind, communicates, inner_label = known
+        if kind == "ddp-reducer" and not ddp:  # backward without DDP's reducer: the rank's own compute
+            kind, communicates = WORK, False
         activity[kind] += count
         waiting += count if communicates else 0
         if kind == WORK:

@@ -209,3 +209,25 @@ def test_a_slow_dataloader_is_named_from_its_workers_and_a_healthy_loader_bound_
     loader_job.slow(-1, 1.0)
     healthy = json.loads(profile(loader_job, tmp_path / "healthy", "--json").stdout)
     assert healthy["stragglers"] == [], (healthy["headline"], healthy["ranks"])
+
+
+BACKWARD = ["<module> (t.py:9)", "backward (torch/_tensor.py:626)",
+            "_engine_run_backward (torch/autograd/graph.py:823)"]
+DDP_FORWARD = ["<module> (t.py:8)", "_call_impl (torch/nn/modules/module.py:1784)",
+               "forward (torch/nn/parallel/distributed.py:1700)"]
+
+
+def _mixed(rank: int, parts: list[tuple[list[str], int]]) -> RankRecord:
+    stacks = tuple(ProfiledStack(10 + rank, "MainThread", tuple(frame_from_label(x) for x in reversed(labels)), n)
+                   for labels, n in parts)
+    profile = RankProfile(status=OK, rate=50, seconds=5.0, samples=sum(n for _, n in parts), stacks=stacks)
+    return RankRecord(RankIdentity(rank=rank, host="n1", pid=10 + rank), profile=profile)
+
+
+def test_backward_waits_for_peers_only_where_ddps_reducer_runs():
+    # A pipeline engine's or ZeRO-1's backward is the rank's own compute (its reductions are Python calls of their
+    # own); DDP's all_reduce of gradient buckets runs inside backward, unseen by Python.
+    plain = find_stragglers(Collection(records=[_mixed(0, [(BACKWARD, 60), (IN_ALL_REDUCE, 40)])]))
+    ddp = find_stragglers(Collection(records=[_mixed(0, [(BACKWARD, 60), (IN_ALL_REDUCE, 30), (DDP_FORWARD, 10)])]))
+    assert plain.ranks[0].peer_wait == 0.4 and plain.ranks[0].shares["work"] == 0.6
+    assert ddp.ranks[0].peer_wait == 0.9 and ddp.ranks[0].shares["ddp-reducer"] == 0.6
