@@ -26,6 +26,16 @@ ONE_P2P = ("the ranks do not differ in the call, so either their sends and recei
            "NCCL/gloo): ")
 
 
+def _caller_lines(place: Place) -> dict[int, list[int]]:
+    """line -> ranks, of the caller's line of each rank's wait (one place: the same call from the same function)."""
+    lines: dict[int, list[int]] = {}
+    for view in place.views:
+        caller = view.wait.caller if view.wait is not None else None
+        if caller is not None and caller.line:
+            lines.setdefault(caller.line, []).append(view.rank)
+    return {line: sorted(ranks) for line, ranks in lines.items()}
+
+
 def one_call(place: Place) -> str:
     """What to suspect when every rank waits in one call: a point-to-point exchange pairs, a collective matches."""
     return ONE_P2P if place.wait is not None and place.wait.kind == "p2p" else ONE_CALL
@@ -69,7 +79,14 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
     for place in (p for p in others if p.moving):
         hints.append(f"{who(anchor.ranks, dims)} {waits if anchor.in_collective else 'sit'} in {anchor.position} "
                      f"for {who(place.ranks, dims)}, still progressing (a straggler, not a hang)")
-    if not others and anchor.in_collective:
+    lines = _caller_lines(anchor) if not others and anchor.in_collective else {}
+    if len(lines) > 1:
+        split = "; ".join(f"{who(ranks, dims)} at line {line}" for line, ranks in sorted(lines.items()))
+        hints.append(f"every rank that answered waits in {anchor.position}, but not from the same line ({split}): "
+                     f"two calls of one function, which may be two collectives (one side skipped one, or is a pass "
+                     f"further through a loop; the loop's counter in --locals, or attach's reading of the source, "
+                     f"says which), or one collective called from the two branches of an if")
+    elif not others and anchor.in_collective:
         hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, {one_call(anchor)}"
                      f"{NCCL_HINT}")
     elif anchor.in_collective and not said and any(p.in_collective and undecided(p, anchor) and
