@@ -392,6 +392,8 @@ def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:
             mine, peer = _direction(view.wait.op), views.get(view.peer.value)
             if not mine or peer is None or peer.wait is None or _direction(peer.wait.op) != mine:
                 continue
+            if _flows_on(views, view.rank, mine):
+                continue  # a pipeline's relay: its peer waits to pass on what this rank waits for
             counts.setdefault(node.id, []).append(
                 f"rank {view.rank} {mine}s with {view.peer.name}={view.peer.value}, and rank {view.peer.value} is "
                 f"itself in {peer.wait.op}")
@@ -402,6 +404,26 @@ def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:
     if len(top) != 1:
         return None
     return top, "; ".join(counts[top[0].id][:3])
+
+
+def _flows_on(views: dict, start: int, direction: str) -> bool:
+    """Whether the chain of calls in one direction that starts at rank `start` (its peer in the same direction,
+    that one's peer, ...) ends at a rank in the opposite call with the last link of the chain: a receive from a
+    rank that is itself receiving from a rank that sends to it is a pipeline relaying, not a wrong peer (the hang
+    is where that pair should have matched and did not: the stacks alone cannot see why). A chain that loops back,
+    or ends elsewhere, is not one."""
+    path, at = [start], views[start].peer.value
+    while True:
+        view = views.get(at)
+        if view is None or at in path or view.wait is None:
+            return False
+        here = _direction(view.wait.op)
+        if view.peer is None or not view.peer.is_global or not here:
+            return False
+        if here != direction:
+            return view.peer.value == path[-1]
+        path.append(at)
+        at = view.peer.value
 
 
 def _tag_mismatch(nodes: list[Node]) -> tuple[list[Node], str, str] | None:

@@ -28,6 +28,7 @@ _GATHERS = frozenset({"gather", "gather_object", "reduce", "_reduce", "reduce_mu
 _ROOT_KEYS = frozenset({"dst", "global_dst", "group_dst", "root"})
 _PEER_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root", "group_src",
               "group_dst", "src_stage", "dst_stage")
+_GLOBAL_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root")
 _GPU_LIBS = re.compile(r"libcuda|libcudart|libnccl|libtorch_cuda|libc10_cuda|libamdhip|librccl|libhsa")
 
 
@@ -44,7 +45,7 @@ class Peer:
     @property
     def is_global(self) -> bool:
         """A global rank (torch's src/dst); group_src, src_stage and the like are positions in a group."""
-        return self.name in ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root")
+        return self.name in _GLOBAL_KEYS
 
 
 @dataclass(slots=True)
@@ -218,17 +219,20 @@ def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:
         end = frames.index(wait.caller) if wait.caller is not None else len(frames)
     except ValueError:
         end = len(frames)
-    for index in range(min(end, len(thread.locals))):
-        found = thread.locals[index]
-        if not found:
-            continue
-        gathers = frames[index].name.rsplit(".", 1)[-1] in _GATHERS
-        for key in _PEER_KEYS:
-            value = found.get(key, "").strip()
-            if value.lstrip("-").isdigit():
-                tag = found.get("tag", "").strip()
-                return Peer(key, int(value), frames[index], int(tag) if tag.lstrip("-").isdigit() else None,
-                            root=gathers and key in _ROOT_KEYS)
+    # a global rank anywhere in the call first (torch's send holds dst=1 where the isend under it holds only
+    # group_dst=1), then a position in a group
+    for keys in (_GLOBAL_KEYS, _PEER_KEYS):
+        for index in range(min(end, len(thread.locals))):
+            found = thread.locals[index]
+            if not found:
+                continue
+            gathers = frames[index].name.rsplit(".", 1)[-1] in _GATHERS
+            for key in keys:
+                value = found.get(key, "").strip()
+                if value.lstrip("-").isdigit():
+                    tag = found.get("tag", "").strip()
+                    return Peer(key, int(value), frames[index], int(tag) if tag.lstrip("-").isdigit() else None,
+                                root=gathers and key in _ROOT_KEYS)
     return None
 
 

@@ -306,7 +306,8 @@ def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int]
         peer = view.peer
         # the source of its own broadcast waits for the others; a gather's root is waited for by every member,
         # but a member waits for the others too
-        if peer is None or peer.value == view.rank or peer.root:
+        # a root in this place too waits for the call's other members: that says nothing of whom (its group)
+        if peer is None or peer.value == view.rank or peer.root or (peer.is_global and peer.value in place.ranks):
             continue
         if peer.is_global:
             targets.add(peer.value)

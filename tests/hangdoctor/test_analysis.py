@@ -380,3 +380,24 @@ def test_a_gathers_root_in_the_locals_is_not_the_only_rank_its_members_wait_for(
     assert v.views[2].peer is not None and (v.views[2].peer.value, v.views[2].peer.root) == (0, True)
     assert v.suspects[0].ranks == [1]
     assert not any(set(s.ranks) & {0, 2} and s.confidence != "low" for s in v.suspects)
+
+
+def test_a_pipeline_relay_is_not_a_wrong_peer_and_a_global_dst_wins_over_a_group_position(tmp_path):
+    # Stage 0 sends to stage 1 (torch's send holds dst=1; the isend under it only group_dst=1), stage 1 receives
+    # from stage 0, stage 2 from stage 1: a relay that should flow (our own text, the shape of the
+    # fdw_nccl_pp_send_default_group_recv_pp_group case, where the send went to another communicator). Rank 2's
+    # receive from a rank that is itself receiving is no wrong peer: rank 1 waits to pass on what rank 2 waits for.
+    def dump(rank, frames):
+        return (f"Process {400 + rank}: python pp.py --rank {rank}\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+                f'Thread {400 + rank} (idle): "MainThread"\n{frames}    main (pp.py:90)\n    <module> (pp.py:99)\n')
+    send = ("    isend (torch/distributed/distributed_c10d.py:2552)\n        Arguments:\n            group_dst: 1\n"
+            "    send (torch/distributed/distributed_c10d.py:2627)\n        Arguments:\n            dst: 1\n"
+            "            group_dst: None\n")
+    def recv(src):
+        return f"    recv (torch/distributed/distributed_c10d.py:2700)\n        Arguments:\n            src: {src}\n"
+    path = tmp_path / "trace-n1.out"
+    path.write_text("\n".join([dump(0, send), dump(1, recv(0)), dump(2, recv(1))]))
+    v = diagnose(load_paths([path], TopologyFlags()))
+    assert (v.views[0].peer.name, v.views[0].peer.value) == ("dst", 1)
+    assert not any("wrong peer" in s.reason for s in v.suspects)
+    assert not any(s.confidence in ("high", "medium") for s in v.suspects)
