@@ -66,9 +66,53 @@ class P2pGap:
                 f"a wrap-around): the recorder cannot tell which")
 
 
-def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
-    """Every ordered pair whose sends and receives disagree, where both sides' counts are complete."""
-    counts: dict[tuple[str, int], dict[tuple[str, int], int]] = {}  # (group, global rank) -> (kind, peer) -> n
+@dataclass(frozen=True)
+class Crossed:
+    """One exchange posted on two communicators: the sender's sends to the receiver in one process group have no
+    receive there, and the receiver's receives from the sender in another group have no send there (a send left
+    on the default group while the pipeline receives on its own: Megatron-LM#620)."""
+    sender: int
+    receiver: int
+    send_group: str
+    recv_group: str
+    off: list[int]  # the side whose group the job's other point-to-point calls do not use; both when no side is
+
+    @property
+    def sentence(self) -> str:
+        said = (f"rank {self.sender} sends to rank {self.receiver} in group {self.send_group}, and rank "
+                f"{self.receiver} receives from rank {self.sender} in group {self.recv_group} (Flight Recorder): the "
+                f"two sides of one exchange are on two communicators, which never match")
+        if len(self.off) == 1:
+            group = self.send_group if self.off == [self.sender] else self.recv_group
+            said += f"; the job's other point-to-point calls use the other group, not group {group}"
+        return said
+
+
+def crossed_groups(dumps: list[FrDump]) -> list[Crossed]:
+    """Exchanges whose send and receive were posted in two different process groups."""
+    counts = _counts(dumps)
+    users: dict[str, set[int]] = {}  # group -> the ranks that posted point-to-point calls in it
+    for (group, rank), ops in counts.items():
+        if ops:
+            users.setdefault(group, set()).add(rank)
+    found = []
+    for (group, rank), ops in sorted(counts.items()):
+        for (kind, peer), n in sorted(ops.items()):
+            if kind != "send" or counts.get((group, peer), {}).get(("recv", rank), 0) >= n:
+                continue
+            for (other, who), theirs in sorted(counts.items()):
+                if who != peer or other == group:
+                    continue
+                if theirs.get(("recv", rank), 0) > counts.get((other, rank), {}).get(("send", peer), 0):
+                    mine, their = len(users.get(group, ())), len(users.get(other, ()))
+                    off = [rank] if mine < their else [peer] if their < mine else sorted({rank, peer})
+                    found.append(Crossed(rank, peer, group, other, off))
+    return found
+
+
+def _counts(dumps: list[FrDump]) -> dict[tuple[str, int], dict[tuple[str, int], int]]:
+    """(group, global rank) -> (kind, global peer) -> n, for every group whose buffer holds all its p2p calls."""
+    counts: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
     for dump in dumps:
         for group, ops in dump.p2p_counts.items():
             members = dump.group_ranks.get(group)
@@ -83,6 +127,13 @@ def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
                         continue
                     peer = members[peer]
                 mine[(match[1], peer)] = mine.get((match[1], peer), 0) + n
+    return counts
+
+
+def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
+    """Every ordered pair whose sends and receives disagree, where both sides' counts are complete."""
+    counts = _counts(dumps)
+
     def talked(group: str, rank: int, peer: int) -> bool:
         mine = counts.get((group, rank), {})
         return bool(mine.get(("send", peer)) or mine.get(("recv", peer)))

@@ -11,7 +11,7 @@ from hangdoctor.analysis.classes import RankClass, build_classes, where
 from hangdoctor.analysis.odd_locals import odd_local_suspects
 from hangdoctor.analysis.odd_paths import odd_path_suspects
 from hangdoctor.analysis.odd_threads import odd_thread_suspects
-from hangdoctor.analysis.p2p_pairs import P2pGap, p2p_gaps
+from hangdoctor.analysis.p2p_pairs import Crossed, P2pGap, crossed_groups, p2p_gaps
 from hangdoctor.analysis.rendezvous import rendezvous_wait
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
@@ -115,8 +115,9 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     if sequences:
         suspects, hints = with_sequence(sequences, suspects, hints, dims, unread, views, collection.source_blocks)
     gaps = p2p_gaps(collection.flight_recorder) if collection.flight_recorder else []
-    if gaps:
-        suspects, hints = with_p2p(gaps, suspects, hints, dims)
+    crossed = crossed_groups(collection.flight_recorder) if collection.flight_recorder else []
+    if gaps or crossed:
+        suspects, hints = with_p2p(gaps, suspects, hints, dims, crossed)
     stacks = {rank: view.stack for rank, view in views.items() if view.stack}
     silent = {status: [r for r in ranks if not views[r].stack] for status, ranks in unresponsive.items()}
     if missing:
@@ -277,11 +278,20 @@ def _past_a_store_wait(never: list[int], kind: str, groups: list[GroupSequence],
 
 
 def with_p2p(gaps: list[P2pGap], suspects: list[Suspect], hints: list[str],
-             dims: ParallelDims | None) -> tuple[list[Suspect], list[str]]:
-    """Point-to-point calls paired across ranks (p2p_pairs.py): the rank that never posted its side first; stack
-    suspects among the ranks waiting for it become low; "every group issued the same collectives" is no longer
-    the whole story."""
+             dims: ParallelDims | None, crossed: list[Crossed] = ()) -> tuple[list[Suspect], list[str]]:
+    """Point-to-point calls paired across ranks (p2p_pairs.py): an exchange posted on two communicators first (its
+    receiver, blocked there, posts nothing after it: the gaps it leaves are not its own), then the rank that never
+    posted its side; stack suspects among the ranks waiting for it become low; "every group issued the same
+    collectives" is no longer the whole story."""
     found, said, posters = [], [], []
+    blocked = {c.receiver for c in crossed} | {c.sender for c in crossed}
+    gaps = [g for g in gaps if g.late not in blocked]
+    for cross in crossed:
+        sure = "medium" if len(cross.off) == 1 else "low"
+        for suspect in [s for s in suspects if s.ranks == cross.off]:
+            suspects.remove(suspect)
+        evidence = [{"type": "flight-recorder", "text": cross.sentence}]
+        found.append(Suspect(cross.off, where(cross.off, dims), cross.sentence, "crossed-groups", sure, evidence))
     for late in sorted({g.late for g in gaps}):
         mine = [g for g in gaps if g.late == late]
         reason = "; ".join([g.sentence for g in mine] + sorted({g.doubt for g in mine} - {""}))
@@ -305,7 +315,7 @@ def with_p2p(gaps: list[P2pGap], suspects: list[Suspect], hints: list[str],
             suspects.remove(same)
         found.append(Suspect([poster], same.where if same else where([poster], dims), reason, "wrong-peer", "low",
                              [{"type": "flight-recorder", "text": reason}, *(same.evidence if same else [])]))
-    waiting = {g.poster for g in gaps}
+    waiting = {g.poster for g in gaps} | {r for c in crossed for r in {c.sender, c.receiver} - set(c.off)}
     for suspect in suspects:
         if set(suspect.ranks) <= waiting and suspect.kind != "unresponsive" and suspect.kind != "never-issued":
             suspect.confidence = "low"

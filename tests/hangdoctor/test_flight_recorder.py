@@ -305,3 +305,16 @@ def test_a_point_to_point_gap_with_no_history_between_the_two_names_both_low():
     v = diagnose(load_paths([CORPUS / "fdu_nccl_halo_last_rank_wraps_to_rank0" / "attach"], TopologyFlags()))
     assert [(s.ranks, s.kind, s.confidence) for s in v.suspects[:2]] == [([0], "never-issued", "low"),
                                                                         ([2], "wrong-peer", "low")]
+
+
+def test_an_exchange_posted_on_two_communicators_names_the_side_off_the_jobs_group():
+    # real NCCL (H100): stage 0 sends to stage 1 on the default group, stages 1-2 receive on the pipeline group
+    # (Megatron-LM#620): the send and the receive never match; rank 1's missing send to rank 2 is not its own gap
+    from hangdoctor.analysis.p2p_pairs import crossed_groups
+
+    case = "fdw_nccl_pp_send_default_group_recv_pp_group"
+    [cross] = crossed_groups(_recorded(case))
+    assert (cross.sender, cross.receiver, cross.send_group, cross.recv_group, cross.off) == (0, 1, "0", "1", [0])
+    assert crossed_groups(_recorded("gpu_nccl_pp_skip_send")) == []
+    v = diagnose(load_paths([CORPUS / case / "attach"], TopologyFlags()))
+    assert [(s.ranks, s.kind, s.confidence) for s in v.suspects] == [([0], "crossed-groups", "medium")]
