@@ -26,6 +26,7 @@ DataLoader worker; fixture only).
     .venv/bin/python bench/stragglers.py --how sleep compute --trials 10 --seconds 5
     .venv/bin/python bench/stragglers.py --job trainer --how compute --factors 1.1 --trials 20 --seconds 20
     .venv/bin/python bench/stragglers.py --job ddp-example --nproc 2 --how compute --factors 1.1 --trials 20 --seconds 20
+    .venv/bin/python bench/stragglers.py --rescore KEPT --rev 46204f2   # the same samples read by two analyses
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: f
                 waited = quiet if factor == 1.0 else min(quiet, 2.0)  # unsampled iteration times: healthy trials
                 time.sleep(waited)
                 report, wall = attach(job, seconds, rate, tmp / f"{how}-{factor}-{trial}")
+                if (tmp / f"{how}-{factor}-{trial}").is_dir():  # the truth beside the report, for --rescore
+                    (tmp / f"{how}-{factor}-{trial}" / "trial.json").write_text(
+                        json.dumps({"job": which, "how": how, "factor": factor, "slow_rank": rank}))
                 walls.append(wall)
                 stragglers = report.get("stragglers", [])
                 if "error" in report:
@@ -192,6 +196,54 @@ def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: f
     return results
 
 
+def rescore(folder: Path, revs: list[str]) -> int:
+    """Every kept attach report under `folder` (its trial.json says which rank was slowed) read again by
+    `hangdoctor analyze --profile` of this tree and of each git revision: the same samples, side by side."""
+    trials = sorted(folder.rglob("trial.json"))
+    if not trials:
+        print(f"Error: no trial.json under {folder} (run with --keep first)", file=sys.stderr)
+        return 2
+    trees: dict[str, Path] = {"this tree": REPO}
+    with tempfile.TemporaryDirectory(prefix="rescore-") as tmp:
+        for rev in revs:
+            tree = Path(tmp) / rev
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(tree), rev], check=True)
+            trees[rev] = tree
+        try:
+            scores: dict[str, dict] = {name: {} for name in trees}
+            for trial in trials:
+                truth = json.loads(trial.read_text())
+                key = (truth["job"], truth["how"], truth["factor"])
+                for name, tree in trees.items():
+                    done = subprocess.run([sys.executable, "-m", "hangdoctor", "analyze", str(trial.parent),
+                                           "--profile", "--json"], capture_output=True, text=True, cwd=tree,
+                                          env={**os.environ, "PYTHONPATH": str(tree)}, timeout=120)
+                    named = [s["ranks"] for s in json.loads(done.stdout).get("stragglers", [])] \
+                        if done.returncode == 0 else None
+                    tally = scores[name].setdefault(key, {"right": 0, "alarms": 0, "trials": 0, "errors": 0})
+                    tally["trials"] += 1
+                    if named is None:
+                        tally["errors"] += 1
+                    elif truth["factor"] == 1.0:
+                        tally["alarms"] += bool(named)
+                    else:
+                        tally["right"] += bool(named) and named[0] == [truth["slow_rank"]]
+        finally:
+            for rev in revs:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(trees[rev])])
+    print("| job | kind | slower by | " + " | ".join(trees) + " |")
+    print("|---|---|---:|" + "---:|" * len(trees))
+    for key in sorted(scores["this tree"]):
+        job, how, factor = key
+        cells = []
+        for name in trees:
+            t = scores[name][key]
+            said = f"{t['alarms']}/{t['trials']} false alarms" if factor == 1.0 else f"{t['right']}/{t['trials']} right"
+            cells.append(said + (f" ({t['errors']} errors)" if t["errors"] else ""))
+        print(f"| {job} | {how} | {'healthy' if factor == 1.0 else f'{factor - 1:.0%}'} | " + " | ".join(cells) + " |")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--job", choices=("fixture", "trainer", "ddp-example"), default="fixture")
@@ -207,7 +259,13 @@ def main() -> int:
     parser.add_argument("--work", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="a folder to keep the jobs' logs and every attach report in")
+    parser.add_argument("--rescore", type=Path, metavar="FOLDER",
+                        help="run no job: read again every report kept in FOLDER (by --keep), with this tree and "
+                             "each --rev, and print the scores side by side")
+    parser.add_argument("--rev", nargs="*", default=[], help="git revisions to rescore beside this tree")
     args = parser.parse_args()
+    if args.rescore:
+        return rescore(args.rescore, args.rev)
     rng = random.Random(args.seed)
     quiet = args.quiet if args.quiet is not None else (10.0 if args.job == "trainer" else 2.0)
     if args.job == "trainer" and args.nproc != 4:
