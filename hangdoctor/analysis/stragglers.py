@@ -1,7 +1,10 @@
 """Slow, not hung: which rank the others wait for, read from every rank's time profile (`attach --profile`).
 
 In a synchronous job every collective ends when its last rank arrives, so a rank that is slower than its peers
-waits *less* in communication than they do: they wait for it. Backward counts as waiting on peers only in a
+waits *less* in communication than they do: they wait for it. The share is measured twice, with and without
+backward (DDP's reducer waits inside backward, among samples that are mostly the rank's own compute: where the
+others wait for a rank in a call of their own, that noise drowns the gap), and the measure that sets the rank
+further apart from its peers' noise decides. Backward counts as waiting on peers only in a
 rank that runs DDP's reducer (its gradient all_reduce runs inside backward, unseen by Python); elsewhere a sample
 in backward with no known wait under it is compute (a pipeline engine's or ZeRO-1's backward). Per rank, each sample of its main thread is
 classified like a hang's stack (the wait table: collective, p2p, barrier, ... or none of them: work), giving
@@ -49,6 +52,9 @@ class RankShares:
     samples: int  # main-thread samples
     shares: dict[str, float]  # activity (a wait kind, or WORK) -> share of its samples
     peer_wait: float  # share of samples waiting on communication with peers
+    # the same outside backward: DDP's reducer waits for peers inside backward, whose samples are mostly the rank's
+    # own compute; where the others wait for a rank in a call of their own, this measure is the cleaner one
+    call_wait: float = 0.0
     frames: dict[str, float] = field(default_factory=dict)  # innermost Python frame (and line) of WORK samples -> share
     loader_busy: float | None = None  # busy share of its DataLoader workers' samples (analysis/loader_workers.py)
     loader_samples: int = 0
@@ -164,7 +170,8 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
         ranks.append(RankShares(
             rank=record.rank, host=record.identity.host, pid=record.identity.pid,
             coords=record.identity.coords_label(), group=f"pp={coords.pp}" if coords and _pipelined(collection)
-            else "the job", samples=samples, shares=shares, peer_wait=peer_wait, frames=frames,
+            else "the job", samples=samples, shares=shares, peer_wait=peer_wait,
+            call_wait=peer_wait - shares.get("ddp-reducer", 0.0), frames=frames,
             loader_busy=busy, loader_samples=busy_samples))
     groups: dict[str, list[RankShares]] = defaultdict(list)
     for shares in ranks:
@@ -175,14 +182,11 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             others = [m for m in members if m is not one]
             if not others:
                 continue
-            peers_wait = median(m.peer_wait for m in others)
-            peer_samples = sum(m.samples for m in others) // len(others)
-            gap = peers_wait - one.peer_wait
-            needed = threshold(one.peer_wait, one.samples, peers_wait, peer_samples)
-            spread = _mad([m.peer_wait for m in others])
-            needed = max(needed, 3 * spread)
+            measure, peers_wait, gap, needed = max(
+                (_gap(one, others, measure) for measure in ("peer_wait", "call_wait")),
+                key=lambda found: found[2] / found[3])
             if gap > needed:
-                found = _straggler(one, others, peers_wait, gap, needed)
+                found = _straggler(one, others, peers_wait, gap, needed, measure)
                 in_phase = _only_in_phase(one, others) if found.instead and found.instead[0].what == "dataloader" \
                     else None
                 if in_phase:
@@ -234,8 +238,17 @@ def _mad(values: list[float]) -> float:
     return 1.4826 * median(abs(v - middle) for v in values)
 
 
+def _gap(one: RankShares, others: list[RankShares], measure: str) -> tuple[str, float, float, float]:
+    """(measure, the peers' median share, how much more they waited than this rank, what the gap must exceed)."""
+    own = getattr(one, measure)
+    theirs = [getattr(m, measure) for m in others]
+    peers_wait = median(theirs)
+    needed = threshold(own, one.samples, peers_wait, sum(m.samples for m in others) // len(others))
+    return measure, peers_wait, peers_wait - own, max(needed, 3 * _mad(theirs))
+
+
 def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap: float,
-               needed: float) -> Straggler:
+               needed: float, measure: str = "peer_wait") -> Straggler:
     instead = []
     for what in one.shares:
         peers = median(m.shares.get(what, 0.0) for m in others)
@@ -247,7 +260,9 @@ def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap
             instead.append(Excess(f"{WORK} in {frame}", one.frames[frame], peers))
     instead.sort(key=lambda e: -(e.share - e.peers))
     where = f"rank {one.rank}" + (f" ({one.coords})" if one.coords else "") + f" on {one.host}"
-    evidence = (f"{where} waited on its peers {one.peer_wait:.0%} of its samples; the {len(others)} other rank"
+    own = getattr(one, measure)
+    outside = " outside backward" if measure == "call_wait" and one.call_wait != one.peer_wait else ""
+    evidence = (f"{where} waited on its peers{outside} {own:.0%} of its samples; the {len(others)} other rank"
                 f"{'s' if len(others) > 1 else ''} of {one.group} waited {peers_wait:.0%} (median): {gap:.0%} of the "
                 f"time they waited for it (noise at {one.samples} samples: {needed:.0%})")
     busy = _loader_gap(one, others)
@@ -258,7 +273,7 @@ def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap
         evidence += ("; its extra time is in its DataLoader: if every rank's loader is as slow (a data-bound job), "
                      "this rank may only be the last to arrive (bench/stragglers.py measures how often a healthy "
                      "loader-bound job looks so): its loader workers were not profiled, and their speed would tell")
-    return Straggler(ranks=[one.rank], coords=[one.coords], hosts=[one.host], waited_for=gap, own_wait=one.peer_wait,
+    return Straggler(ranks=[one.rank], coords=[one.coords], hosts=[one.host], waited_for=gap, own_wait=own,
                      peers_wait=peers_wait, threshold=needed, group=one.group, evidence=evidence, instead=instead[:6])
 
 

@@ -32,7 +32,8 @@ def finding_to_dict(finding: ProfileFinding) -> dict:
         "where_time_goes": [{"what": what, "share": round(share, 4)} for what, share in finding.where_time_goes],
         "ranks": [{
             "rank": r.rank, "host": r.host, "pid": r.pid, "coords": r.coords, "group": r.group, "samples": r.samples,
-            "peer_wait": round(r.peer_wait, 4), "shares": {k: round(v, 4) for k, v in r.shares.items()},
+            "peer_wait": round(r.peer_wait, 4), "call_wait": round(r.call_wait, 4),
+            "shares": {k: round(v, 4) for k, v in r.shares.items()},
             "loader_busy": None if r.loader_busy is None else round(r.loader_busy, 4),
             "loader_samples": r.loader_samples,
         } for r in finding.ranks],
@@ -73,8 +74,9 @@ def render_text(report: dict) -> str:
     for r in report["ranks"]:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in list(r["shares"].items())[:4])
         workers = "" if r["loader_busy"] is None else f"; its DataLoader workers busy {r['loader_busy']:.0%}"
+        outside = "" if r["call_wait"] == r["peer_wait"] else f"; outside backward {r['call_wait']:.0%}"
         lines.append(f"{r['rank']:>6}  {r['coords']:<16} {r['host']:<12} {r['samples']:>7}  {r['peer_wait']:>14.0%}  "
-                     f"{shares}{workers}")
+                     f"{shares}{outside}{workers}")
     for u in report["unprofiled"]:
         lines.append(f"{u['rank']:>6}  not profiled: {u['why']}")
     return "\n".join(lines) + "\n"
