@@ -97,7 +97,9 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
         loop = max(shared)  # the innermost shared loop starts last
         cond_a = [c for c in map(tuple, known_a.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
         cond_b = [c for c in map(tuple, known_b.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
-        if bool(cond_a) != bool(cond_b):
+        # a branch whose known test does not name the rank (`else:` of `if dry:`) may be one every rank takes, in
+        # the same pass: the others may be past it, so the line order stands (below)
+        if bool(cond_a) != bool(cond_b) and _rank_branch(known_a if cond_a else known_b, lb if cond_a else la):
             off, branch = (0, la) if cond_a else (1, lb)
             return Order(off, fa, (la, lb), True, rank_branch=_named_rank_branch(known_a if off == 0 else known_b,
                                                                                 lb if off == 0 else la),

@@ -264,6 +264,11 @@ RULES: tuple[WaitRule, ...] = (
     R("lock", "python", "queue.py", "get|put|join", op="queue", says="a queue", **GENERIC),
     R("lock", "python", "logging/__init__.py", "Handler.acquire|acquire|_acquireLock", op="logging lock",
       says="a logging handler's lock (held by the thread that is writing a record)", **GENERIC),
+    # a Lock, RLock or Semaphore shared between processes: another process holds it (one that died holding it
+    # leaves it held for ever: a POSIX semaphore is not released when its holder is killed)
+    R("lock", "python", "multiprocessing/synchronize.py", "SemLock.__enter__|SemLock.acquire|__enter__|acquire",
+      op="multiprocessing lock", says="a lock or semaphore shared between processes (multiprocessing.Lock, RLock, "
+      "Semaphore): held by another process, perhaps one that died holding it"),
     # a Barrier or Event shared between processes (an mp.spawn job's own barrier): it waits for other processes,
     # which may be the job's other ranks, not for something of this rank's own
     R("barrier", "python", "multiprocessing/synchronize.py", "Condition.wait_for|Event.wait",
@@ -375,6 +380,9 @@ RULES: tuple[WaitRule, ...] = (
       says="waiting for the GPU (a synchronising call: .item(), .cpu(), synchronize)"),
     R("sleep", "libc", "", r"clock_nanosleep.*|__clock_nanosleep.*|nanosleep|__nanosleep|usleep", native=True,
       op="sleep", says="sleeping", weight=0),
+    R("lock", "python", "", r"_multiprocessing_SemLock_acquire(_impl)?|semlock_acquire", native=True,
+      op="multiprocessing lock", says="a lock or semaphore shared between processes (multiprocessing.Lock, RLock, "
+      "Semaphore): held by another process, perhaps one that died holding it", **GENERIC),
     R("lock", "python", "", r"lock_PyThread_acquire_lock|rlock_acquire|PyThread_acquire_lock(_timed)?|acquire_timed",
       native=True, op="lock acquire", says="a Python lock's acquire (`with lock:`, lock.acquire())", **GENERIC),
     R("lock", "libc", "", r"pthread_cond_(timed)?wait.*|__pthread_cond_wait.*|__futex_abstimed_wait.*|futex_wait.*|"

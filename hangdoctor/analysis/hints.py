@@ -36,6 +36,18 @@ def _caller_lines(place: Place) -> dict[int, list[int]]:
     return {line: sorted(ranks) for line, ranks in lines.items()}
 
 
+def one_place_hint(place: Place, dims: ParallelDims | None) -> str:
+    """Every rank in one call of one function: from the same line, or not (then say where each is)."""
+    lines = _caller_lines(place)
+    if len(lines) > 1:
+        split = "; ".join(f"{who(ranks, dims)} at line {line}" for line, ranks in sorted(lines.items()))
+        return (f"every rank that answered waits in {place.position}, but not from the same line ({split}): two "
+                f"calls of one function, which may be two collectives (one side skipped one, or is a pass further "
+                f"through a loop; the loop's counter in --locals, or attach's reading of the source, says which), or "
+                f"one collective called from the two branches of an if")
+    return f"every rank that answered waits in {place.position}: if none is missing, {one_call(place)}{NCCL_HINT}"
+
+
 def one_call(place: Place) -> str:
     """What to suspect when every rank waits in one call: a point-to-point exchange pairs, a collective matches."""
     return ONE_P2P if place.wait is not None and place.wait.kind == "p2p" else ONE_CALL
@@ -79,16 +91,8 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
     for place in (p for p in others if p.moving):
         hints.append(f"{who(anchor.ranks, dims)} {waits if anchor.in_collective else 'sit'} in {anchor.position} "
                      f"for {who(place.ranks, dims)}, still progressing (a straggler, not a hang)")
-    lines = _caller_lines(anchor) if not others and anchor.in_collective else {}
-    if len(lines) > 1:
-        split = "; ".join(f"{who(ranks, dims)} at line {line}" for line, ranks in sorted(lines.items()))
-        hints.append(f"every rank that answered waits in {anchor.position}, but not from the same line ({split}): "
-                     f"two calls of one function, which may be two collectives (one side skipped one, or is a pass "
-                     f"further through a loop; the loop's counter in --locals, or attach's reading of the source, "
-                     f"says which), or one collective called from the two branches of an if")
-    elif not others and anchor.in_collective:
-        hints.append(f"every rank that answered waits in {anchor.position}: if none is missing, {one_call(anchor)}"
-                     f"{NCCL_HINT}")
+    if not others and anchor.in_collective:
+        hints.append(one_place_hint(anchor, dims))
     elif anchor.in_collective and not said and any(p.in_collective and undecided(p, anchor) and
                                                       not peer_tie(p, anchor) for p in stuck):
         hints.append(f"the ranks wait in calls that do not match, and nothing in their stacks says which side is "
@@ -138,8 +142,7 @@ def lone_hints(places: list[Place], dims: ParallelDims | None, native: bool) -> 
     if not places:
         return []
     if len(places) == 1 and places[0].activity in COMM_KINDS | {"device-sync"} and not places[0].moving:
-        return [f"every rank that answered waits in {places[0].position}: if none is missing, {one_call(places[0])}"
-                f"{NCCL_HINT}"]
+        return [one_place_hint(places[0], dims)]
     if any(p.activity == UNKNOWN for p in places) and not native:
         return ["no rank waits in a recognised call: compare the places above (add --native to see waits inside "
                 "C++/CUDA calls)"]

@@ -155,7 +155,9 @@ def _holder_edges(nodes: list[Node], blocks: dict | None) -> list[Edge]:
                                   f"which rank{'s' if len(holders) > 1 else ''} {fold_ranks(holders)} "
                                   f"{'are' if len(holders) > 1 else 'is'}: what it waits for is held there",
                                   kind="lock-holder"))
-            elif holders and other.state == COMMUNICATING:
+            # from the line order alone, and only one rank further along: a lock has one holder (several ranks
+            # past it are past it, not holding it)
+            elif len(holders) == 1 and other.state == COMMUNICATING:
                 edges.append(Edge(node.id, other.id, holders, "semantic",
                                   f"it waits for a lock at {frame.file}:{first} ({frame.name}), and rank"
                                   f"{'s' if len(holders) > 1 else ''} {fold_ranks(holders)} "

@@ -96,7 +96,13 @@ def test_the_loop_counter_in_the_locals_says_which_rank_is_a_pass_further(tmp_pa
     order = compare(stack(3), stack(5), by_step, ({}, {"step": "4"}), ({}, {"step": "3"}))
     assert order.ahead == 0 and order.sure and order.left_loop and "`step` is 4 where the others' is 3" in order.why
     same = compare(stack(6), stack(5), by_step, ({}, {"step": "3"}), ({}, {"step": "3"}))
-    assert "branch" in same.why  # the same pass: the counter says nothing, the structure decides
+    # the same pass, and a branch whose test does not name the rank: every rank took it alike, so the rank at line
+    # 6 went past it (the line order, a guess inside the loop); a test that names the rank sets the branch apart
+    assert same.ahead == 0 and not same.sure and "branch" not in same.why
+    by_rank = {key: dict(value, tests=[[5, 5, "rank == 3"]]) if key == ("train.py", 5) else value
+               for key, value in blocks.items()}
+    apart = compare(stack(6), stack(5), by_rank, ({}, {"step": "3"}), ({}, {"step": "3"}))
+    assert apart.ahead == 1 and apart.sure and "branch" in apart.why
 
 
 def test_a_branch_that_names_the_rank_wins_over_the_counter(tmp_path):
