@@ -1,12 +1,12 @@
 """Slow, not hung: which rank the others wait for, read from every rank's time profile (`attach --profile`).
 
 In a synchronous job every collective ends when its last rank arrives, so a rank that is slower than its peers
-waits *less* in communication than they do: they wait for it. The share is measured twice, with and without
-backward (DDP's reducer waits inside backward, among samples that are mostly the rank's own compute: where the
-others wait for a rank in a call of their own, that noise drowns the gap), and the measure that sets the rank
-further apart from its peers' noise decides. Backward counts as waiting on peers only in a
-rank that runs DDP's reducer (its gradient all_reduce runs inside backward, unseen by Python); elsewhere a sample
-in backward with no known wait under it is compute (a pipeline engine's or ZeRO-1's backward). Per rank, each sample of its main thread is
+waits *less* in communication than they do: they wait for it. In a rank that runs DDP's reducer the share is
+measured twice, with and without backward (the reducer waits inside backward, among samples that are mostly the
+rank's own compute: where the others wait for a rank in a call of their own, that noise drowns the gap), and the
+measure that sets the rank further apart from its peers' noise decides (measured: bench/stragglers.py --rescore;
+elsewhere, DeepSpeed's pipeline engine, backward stays in the one measure: taking it out there raised the
+false alarms from 1/20 to 9/20). Per rank, each sample of its main thread is
 classified like a hang's stack (the wait table: collective, p2p, barrier, ... or none of them: work), giving
 the share of its time in each activity. Ranks are compared with their peers: the ranks of the same pipeline
 stage when the topology is known (stages differ by design: the first and last wait differently), otherwise the
@@ -107,13 +107,13 @@ def main_stacks(record: RankRecord) -> list[tuple[Stack, int]]:
 
 def _runs_ddp(stacks: list[tuple[Stack, int]]) -> bool:
     """Whether DDP's reducer is in this rank's samples: a DistributedDataParallel module's frames, or a native
-    c10d::Reducer frame. Only then does backward wait for peers (the reducer's all_reduce of gradient buckets);
-    elsewhere a sample in backward with no known wait inside it is the rank's own compute."""
+    c10d::Reducer frame. Then backward mixes the reducer's waits for peers (its all_reduce of gradient buckets)
+    with the rank's own compute, and the share outside backward is measured too."""
     return any(any(f.file.endswith(DDP_FILE) or (f.native and "c10d::Reducer" in f.name) for f in stack)
                for stack, _ in stacks)
 
 
-def shares_of(record: RankRecord, table: WaitTable, memo: dict) -> tuple[int, dict[str, float], float, dict]:
+def shares_of(record: RankRecord, table: WaitTable, memo: dict) -> tuple[int, dict[str, float], float, dict, bool]:
     activity: Counter = Counter()
     frames: Counter = Counter()
     waiting = 0
@@ -127,17 +127,15 @@ def shares_of(record: RankRecord, table: WaitTable, memo: dict) -> tuple[int, di
             known = memo[id(stack)] = (stack, wait.kind if wait else WORK, bool(wait and wait.communicates),
                                        inner.label() if inner else "?")
         _, kind, communicates, inner_label = known
-        if kind == "ddp-reducer" and not ddp:  # backward without DDP's reducer: the rank's own compute
-            kind, communicates = WORK, False
         activity[kind] += count
         waiting += count if communicates else 0
         if kind == WORK:
             frames[inner_label] += count
     total = sum(activity.values())
     if not total:
-        return 0, {}, 0.0, {}
+        return 0, {}, 0.0, {}, ddp
     return (total, {k: v / total for k, v in activity.most_common()}, waiting / total,
-            {k: v / total for k, v in frames.most_common(20)})
+            {k: v / total for k, v in frames.most_common(20)}, ddp)
 
 
 def threshold(p_rank: float, n_rank: int, p_peers: float, n_peers: int) -> float:
@@ -161,7 +159,7 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             unprofiled.append((record.rank, why))
             continue
         seconds, rate = max(seconds, profile.seconds), max(rate, profile.rate)
-        samples, shares, peer_wait, frames = shares_of(record, table, memo)
+        samples, shares, peer_wait, frames, ddp = shares_of(record, table, memo)
         if not samples:
             unprofiled.append((record.rank, "no sample of its main thread"))
             continue
@@ -171,7 +169,7 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             rank=record.rank, host=record.identity.host, pid=record.identity.pid,
             coords=record.identity.coords_label(), group=f"pp={coords.pp}" if coords and _pipelined(collection)
             else "the job", samples=samples, shares=shares, peer_wait=peer_wait,
-            call_wait=peer_wait - shares.get("ddp-reducer", 0.0), frames=frames,
+            call_wait=peer_wait - shares.get("ddp-reducer", 0.0) if ddp else peer_wait, frames=frames,
             loader_busy=busy, loader_samples=busy_samples))
     groups: dict[str, list[RankShares]] = defaultdict(list)
     for shares in ranks:

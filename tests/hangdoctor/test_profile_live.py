@@ -224,13 +224,14 @@ def _mixed(rank: int, parts: list[tuple[list[str], int]]) -> RankRecord:
     return RankRecord(RankIdentity(rank=rank, host="n1", pid=10 + rank), profile=profile)
 
 
-def test_backward_waits_for_peers_only_where_ddps_reducer_runs():
-    # A pipeline engine's or ZeRO-1's backward is the rank's own compute (its reductions are Python calls of their
-    # own); DDP's all_reduce of gradient buckets runs inside backward, unseen by Python.
+def test_the_wait_outside_backward_is_measured_where_ddps_reducer_runs():
+    # DDP's all_reduce of gradient buckets runs inside backward, unseen by Python, among the rank's own compute:
+    # there the wait outside backward is measured too. Elsewhere (a pipeline engine) backward stays in the one
+    # measure (bench/stragglers.py --rescore: taking it out raised the trainer's false alarms from 1/20 to 9/20).
     plain = find_stragglers(Collection(records=[_mixed(0, [(BACKWARD, 60), (IN_ALL_REDUCE, 40)])]))
     ddp = find_stragglers(Collection(records=[_mixed(0, [(BACKWARD, 60), (IN_ALL_REDUCE, 30), (DDP_FORWARD, 10)])]))
-    assert plain.ranks[0].peer_wait == 0.4 and plain.ranks[0].shares["work"] == 0.6
-    assert ddp.ranks[0].peer_wait == 0.9 and ddp.ranks[0].shares["ddp-reducer"] == 0.6
+    assert plain.ranks[0].peer_wait == plain.ranks[0].call_wait == 1.0
+    assert ddp.ranks[0].peer_wait == 0.9 and round(ddp.ranks[0].call_wait, 2) == 0.3
 
 
 def test_a_rank_the_others_wait_for_outside_backward_is_named_through_backwards_noise():
