@@ -5,7 +5,8 @@ Each waits for the other (an expert-parallel all_to_all that one rank skipped, a
 to). "Never issued, high" would blame whichever side's parting came first by the clocks, a few milliseconds apart.
 The stacks break the cycle: the side further along in the program (ahead.py: the later line of the function both
 sides are in, or a loop's counter) went past the collective the other still waits in, and is named (medium when
-the source or the locals made the order sure, low from the lines alone). Where the stacks cannot order the two
+the source or the locals made the order sure, low from the lines alone; from the lines alone, where one side has
+fewer ranks, that side instead: both lines may sit in one loop, where the later line says nothing). Where the stacks cannot order the two
 sides, nobody is named from the recorder and the cycle is said.
 """
 
@@ -62,6 +63,12 @@ def _broken(first: GroupSequence, second: GroupSequence, x: list[int], y: list[i
     if order is None:
         return Cycle(names, [], "low", f"{said}; the stacks do not say which side is further along", sides)
     ahead, skipped = (x, second) if order.ahead == 0 else (y, first)
+    if not order.sure and len(x) != len(y):  # the lines alone guess; fewer ranks going their own way is likelier
+        fewer, skipped = (x, second) if len(x) < len(y) else (y, first)
+        return Cycle(names, fewer, "low", f"{said}; {fold_ranks(fewer)} {'are' if len(fewer) > 1 else 'is'} the odd "
+                     f"one out (fewer ranks), and the stacks' order is a guess from the lines alone ({order.why}): "
+                     f"{'they' if len(fewer) > 1 else 'it'} may have gone past {_what(skipped)}, which the others "
+                     f"wait in", sides)
     return Cycle(names, ahead, "medium" if order.sure else "low",
                  f"{said}; in the program {fold_ranks(ahead)} {'are' if len(ahead) > 1 else 'is'} further along "
                  f"({order.why}): went past {_what(skipped)}, which the others wait in", sides)

@@ -4,7 +4,9 @@ An NCCL collective whose sizes differ between ranks is enqueued everywhere and n
 waits at the same line (the next `.item()` or `synchronize()`), and the stacks are alike. With `--locals` (attach
 reads them), a whole number that one rank holds in one frame where every other rank holds one same value (rank 0's
 `numel` 209715200, ranks 1-3's 104857600) sets that rank apart: the same call made with another size, or a counter
-a pass off. Names that differ by design (rank, pid, seed, device, port, a time) are not compared. Evidence, not
+a pass off. So does a flag or a process group that one rank holds otherwise (`group: None` on ranks 0-2, a
+ProcessGroup of its own on rank 3: the same line's collective on another group; objects compared without their
+addresses). Names that differ by design (rank, pid, seed, device, port, a time) are not compared. Evidence, not
 proof: low, and only when exactly one rank differs, in one or more names that all point at it.
 """
 
@@ -20,6 +22,11 @@ from hangdoctor.topology import fold_ranks
 _BY_DESIGN = re.compile(r"(?:^|_)(?:rank|ranks|pid|ppid|tid|seed|device|port|addr|address|host|node|gpu|cuda|id|"
                         r"ident|time|now|timestamp|elapsed|start|started|deadline|world|local|fd)(?:_|$)", re.I)
 _WHOLE = re.compile(r"-?\d+")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+# True/False, None, an object (`<ProcessGroup>` once its address is gone), or a dict of those (a wrapper's
+# kwargs: {"group": None} on some ranks, {"group": <ProcessGroup>} on one): no text that varies by design
+_ATOM = r"(?:True|False|None|<[\w.]+>)"
+_FLAG = re.compile(rf"{_ATOM}|\{{(?:\"\w+\": {_ATOM}(?:, )?)+\}}")
 
 
 def odd_local_suspects(views: dict[int, RankView], places: list[Place]) -> list[Suspect]:
@@ -38,8 +45,12 @@ def odd_local_suspects(views: dict[int, RankView], places: list[Place]) -> list[
             known = view.frame_locals[depth] if depth < len(view.frame_locals) else None
             for local, value in (known or {}).items():
                 text = str(value).strip()
-                if not _BY_DESIGN.search(local) and _WHOLE.fullmatch(text):
+                if _BY_DESIGN.search(local):
+                    continue
+                if _WHOLE.fullmatch(text):
                     values.setdefault(local, {})[view.rank] = int(text)
+                elif _FLAG.fullmatch(_ADDRESS.sub("", text)):  # a flag, or a group: given (an object) or None
+                    values.setdefault(local, {})[view.rank] = _ADDRESS.sub("", text)
         for local, by_rank in values.items():
             if len(by_rank) != len(answered):
                 continue
@@ -58,6 +69,7 @@ def odd_local_suspects(views: dict[int, RankView], places: list[Place]) -> list[
     [(rank, found)] = odd.items()
     reason = (f"every rank is in the same place by the same path, but rank {rank}'s {found[0]}"
               f"{f' (and {len(found) - 1} more such)' if len(found) > 1 else ''}: the same call made with another "
-              "size or count (on NCCL, a collective whose sizes differ never completes), or a counter a pass off")
+              "size, count, flag or process group (on NCCL, a collective whose sizes differ never completes; one on another "
+              "group waits for other members), or a counter a pass off")
     return [Suspect([rank], answered[0].stack[0].name, reason, "odd-locals", "low",
                     [{"type": "locals", "text": text} for text in found[:3]])]

@@ -401,3 +401,17 @@ def test_a_pipeline_relay_is_not_a_wrong_peer_and_a_global_dst_wins_over_a_group
     assert (v.views[0].peer.name, v.views[0].peer.value) == ("dst", 1)
     assert not any("wrong peer" in s.reason for s in v.suspects)
     assert not any(s.confidence in ("high", "medium") for s in v.suspects)
+
+
+def test_one_rank_whose_group_or_flag_differs_where_every_rank_waits_alike_is_named_low(tmp_path):
+    """odd_locals.py: the same line's collective on another process group (`group: None` on ranks 0-2, an object
+    of its own on rank 3: the shape of NVIDIA/Megatron-LM#2263), objects compared without their addresses."""
+    path = tmp_path / "trace-n1.out"
+    group = "<torch._C._distributed_c10d.ProcessGroup at 0x7f{}>"
+    path.write_text(_locals_dump([{"stats_group": "None", "use_dist_opt": "True"}] * 3
+                                 + [{"stats_group": group.format("4d7b3bbc30"), "use_dist_opt": "False"}]))
+    [first, *_] = diagnose(load_paths([path], TopologyFlags())).suspects
+    assert (first.ranks, first.kind, first.confidence) == ([3], "odd-locals", "low")
+    assert "process group" in first.reason and "`stats_group`" in " ".join(e["text"] for e in first.evidence)
+    path.write_text(_locals_dump([{"stats_group": group.format(f"{r}0")} for r in range(4)]))  # one object each
+    assert not any(s.kind == "odd-locals" for s in diagnose(load_paths([path], TopologyFlags())).suspects)
