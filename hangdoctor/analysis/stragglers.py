@@ -1,18 +1,20 @@
 """Slow, not hung: which rank the others wait for, read from every rank's time profile (`attach --profile`).
 
 In a synchronous job every collective ends when its last rank arrives, so a rank that is slower than its peers
-waits *less* in communication than they do: they wait for it. In a rank that runs DDP's reducer the share is
-measured twice, with and without backward (the reducer waits inside backward, among samples that are mostly the
-rank's own compute: where the others wait for a rank in a call of their own, that noise drowns the gap), and the
-measure that sets the rank further apart from its peers' noise decides (measured: bench/stragglers.py --rescore;
-elsewhere, DeepSpeed's pipeline engine, backward stays in the one measure: taking it out there raised the
-false alarms from 1/20 to 9/20). Per rank, each sample of its main thread is
+waits *less* in communication than they do: they wait for it. Per rank, each sample of its main thread is
 classified like a hang's stack (the wait table: collective, p2p, barrier, ... or none of them: work), giving
 the share of its time in each activity. Ranks are compared with their peers: the ranks of the same pipeline
 stage when the topology is known (stages differ by design: the first and last wait differently), otherwise the
 whole job. A rank is a straggler when the median share its peers spend waiting on communication exceeds its own
 by more than the noise of the measurement allows (`threshold`): that difference is the share of time the others
 waited for it. Device syncs are not counted as waiting on peers: a slow GPU shows there too.
+
+In a rank that runs DDP's reducer the share is measured twice, with and without backward: the reducer waits for
+its peers inside backward, among samples that are mostly the rank's own compute, and where the others wait for a
+rank in a call of their own that noise drowns the gap. The measure that sets the rank further apart from its
+peers' noise decides, the second look against a higher bar (`SECOND_LOOK`). Elsewhere (DeepSpeed's pipeline
+engine) backward stays in the one measure: taking it out there raised the reference trainer's false alarms from
+1/20 to 9/20 (bench/stragglers.py --rescore, docs/BENCHMARKS.md).
 
 On a GPU the wait for a slow rank happens inside the NCCL kernel, where no CPU sample sees it: where the ranks'
 Flight Recorder traces carry kernel times (TORCH_NCCL_ENABLE_TIMING=1), kernel_times.py reads who the kernels
