@@ -5,6 +5,7 @@ inference gathers every rank's predictions, and a last pipeline stage that skips
 the first stage."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
+from tests.support import PYTHON
 
 # OOM recovered by skipping the batch (facebookresearch/fairseq PR #3989): rank 1 ends the epoch one flat-gradient
 # all_reduce short and waits in the end-of-epoch barrier; ranks 0 and 2 in step 4's all_reduce (data-parallel group).
@@ -30,3 +31,9 @@ register(LiveCase("fec_nanotron_pp_loss_log_sendback", torchrun(3, "fec_nanotron
 # TP 2 x DP 2: ranks 0-1 in the streamer's world broadcast; ranks 2-3 in the DP-group broadcast of the loaded weights.
 register(LiveCase("fec_runai_stream_world_bcast_tp_load", torchrun(4, "fec_runai_stream_world_bcast_tp_load.py"),
                   ranks=4, settle=2.0))
+
+# hand-made sharding where the last rank takes the remainder, DDP on a data-parallel group, an end-of-epoch
+# monitored_barrier (pytorch/pytorch PR #53773), torch.multiprocessing.spawn, 3 ranks: ranks 0-1 in monitored_barrier;
+# rank 2 in its extra batch's backward.
+register(LiveCase("fec_spawn_monitored_barrier_last_rank_remainder",
+                  (PYTHON, "{fixtures}/fec_spawn_monitored_barrier_last_rank_remainder.py"), ranks=3, settle=2.0))
