@@ -105,6 +105,13 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
                                                                                 lb if off == 0 else la),
                          why=f"line {branch} of {where} is in a branch of an if inside the loop "
                          f"(lines {loop[0]}-{loop[1]}) that the others did not take")
+    # a branch on the rank (`if dp_rank == 0: stream()`) that holds one line and not the other, outside any loop
+    # they share: the ranks in it took a path the others do not take, by design, whatever the lines' order
+    in_a, in_b = _named_rank_branch(known_a, lb), _named_rank_branch(known_b, la)
+    if in_a != in_b and not shared:
+        off, branch = (0, la) if in_a else (1, lb)
+        return Order(off, fa, (la, lb), True, f"line {branch} of {where} is in a branch on the rank that the others "
+                     f"did not take", rank_branch=True)
     # inside a loop both lines share, the rank at the earlier line may be a pass further: the order is a guess
     return Order(later, fa, (la, lb), not shared, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}"
                  + (f" (both in the loop at lines {max(shared)[0]}-{max(shared)[1]})" if shared else ""))
@@ -165,7 +172,8 @@ def _in_a_branch(loops: set, known: dict, other_line: int) -> bool:
 
 
 # an `if` whose test names the rank: a branch only some ranks take by design (`if rank == 0: save()`)
-_RANK_WORDS = re.compile(r"\b(?:rank|local_rank|global_rank|node_rank|get_rank|rank_zero|is_rank_zero|is_main|is_master|"
+_RANK_WORDS = re.compile(r"\b(?:\w+_)?rank(?:_zero)?\b|\bget_\w*rank\b|"  # dp_rank, get_data_parallel_rank, ...
+                         r"\b(?:rank|local_rank|global_rank|node_rank|get_rank|rank_zero|is_rank_zero|is_main|is_master|"
                          r"is_main_process|is_local_main_process|is_world_process_zero|is_global_zero|is_local_zero|"
                          r"process_index|local_process_index|is_first_stage|is_last_stage|master_process|main_process)\b")
 

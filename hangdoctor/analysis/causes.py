@@ -205,8 +205,8 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         return [_cause(graph, wrong, sure, "wrong-peer", detail)]
     chained = _chain_end(nodes)
     if chained:
-        ends, detail = chained
-        return [_cause(graph, ends, "medium" if len(ends) == 1 else "low", "chain-end", detail)]
+        ends, at_ends, detail = chained
+        return [_cause(graph, ends, "medium" if len(ends) == 1 else "low", "chain-end", detail, ranks=at_ends)]
     misnamed = _misnamed(nodes)
     if misnamed:
         wrong, detail = misnamed
@@ -334,13 +334,14 @@ def _direction(op: str) -> str:
     return "recv" if "recv" in op else "send" if "send" in op else ""
 
 
-def _chain_end(nodes: list[Node]) -> tuple[list[Node], str] | None:
+def _chain_end(nodes: list[Node]) -> tuple[list[Node], list[int], str] | None:
     """Receives whose locals name their source, followed from rank to rank (a pipeline's back-pressure: stage 0
     receives from stage 1, which receives from stage 2): where every chain ends at a rank in no point-to-point
     call (a barrier, a collective, outside any call), that rank is what they all wait for: it waits elsewhere
     instead of sending. Not where the rank at the end waits in a collective rooted at a rank of the chain (a
-    broadcast from the receiving stage: both wait for the other), nor where more ranks wait at the ends than in
-    the chains (then the receivers are the odd ones out: one stage entered a schedule the others skipped), nor
+    broadcast from the receiving stage: both wait for the other), nor where more ranks end the chains than wait in
+    them (counting, for receives inside a pipeline schedule, every rank of the places at the ends: then the
+    receivers are the odd ones out, one stage entered a schedule the others skipped), nor
     where a chain loops or ends at a send (a wrong peer: _misnamed), nor where a source is not among the ranks
     seen."""
     views = {v.rank: (n, v) for n in nodes if n.place is not None for v in n.place.views}
@@ -367,14 +368,23 @@ def _chain_end(nodes: list[Node]) -> tuple[list[Node], str] | None:
         ends[end_node.id] = end_node
         paths.append(path + [at])
     waiting = sorted({r for path in paths for r in path[:-1]})
-    if not ends or sum(len(n.ranks) for n in ends.values()) > len(waiting):
+    at_ends = sorted({path[-1] for path in paths})
+    # A receive inside a pipeline schedule (call_semantics' rows) waits for a neighbour that runs the same
+    # schedule: where the chain ends with the rest of the job outside it, the receivers entered a schedule the
+    # others skipped (`if stage.is_last: schedule.eval()`), and their whole places count. A plain receive of the
+    # program waits for the one rank it names: only the ranks the chains end at count (a stage that skipped the
+    # send it owed and went on to the job's final barrier, beside ranks that are not involved).
+    scheduled = any(views[r][0].schedule for r in waiting)
+    counted = sum(len(n.ranks) for n in ends.values()) if scheduled else len(at_ends)
+    if not ends or counted > len(waiting):
         return None  # more ranks at the end than in the chains: the receivers are the odd ones out
     found = sorted(ends.values(), key=lambda n: min(n.ranks))
     pairs = sorted({(a, b) for path in paths for a, b in zip(path, path[1:])})
     steps = ", ".join(f"rank {a} from rank {b}" for a, b in pairs[:4]) + (", ..." if len(pairs) > 4 else "")
     who = f"rank{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} wait{'' if len(waiting) > 1 else 's'}"
-    return found, (f"the end of a chain of receives: {who} to receive ({steps}), and "
-                   f"{_who(found)} {_verb(found, 'waits', 'wait')} in {_calls(found)} instead of sending")
+    return found, at_ends, (f"the end of a chain of receives: {who} to receive ({steps}), and rank"
+                            f"{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} "
+                            f"{'wait' if len(at_ends) > 1 else 'waits'} in {_calls(found)} instead of sending")
 
 
 def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:

@@ -175,3 +175,22 @@ def test_a_branch_on_the_rank_is_marked_so_the_counts_can_decide(tmp_path):
     by_step = {key: dict(value, tests=[[5, 5, "step % 2 == 0"]]) if key == ("train.py", 5) else value
                for key, value in blocks.items()}
     assert not compare(stack(6), stack(5), by_step).rank_branch  # a branch on the data, not on the rank
+
+
+def test_a_branch_on_a_named_rank_sets_its_side_off_the_path_outside_any_loop(tmp_path):
+    # the shape of runai-model-streamer#165: `if dp_rank == 0: stream()` (a world broadcast inside), then every
+    # rank's loop of data-parallel broadcasts: the ranks in the branch went where the others never go
+    program = ("def main(rank):\n    dp_rank = rank // 2\n    if dp_rank == 0:\n        stream()\n"
+               "    for name in names:\n        broadcast(name)\n")
+    path = tmp_path / "load.py"
+    path.write_text(program)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "load.py", "line": line, "name": "main"} for line in (4, 6)]}]}]}]
+    blocks = {("load.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+
+    def at(line):
+        return (Frame("broadcast", "torch/distributed/distributed_c10d.py", 10), Frame("main", "load.py", line),
+                Frame("<module>", "load.py", 9))
+    order = compare(at(4), at(6), blocks)
+    assert order.ahead == 0 and order.sure and order.rank_branch and "branch on the rank" in order.why
+    assert compare(at(4), at(6)).ahead == 1  # without the source, the later line
