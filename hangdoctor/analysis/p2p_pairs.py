@@ -88,11 +88,18 @@ class Crossed:
         return said
 
 
-def crossed_groups(dumps: list[FrDump]) -> list[Crossed]:
-    """Exchanges whose send and receive were posted in two different process groups."""
+def pair_p2p(dumps: list[FrDump]) -> tuple[list[P2pGap], list[Crossed]]:
+    """(the gaps, the exchanges on two communicators) of the dumps' point-to-point counts, counted once."""
     counts = _counts(dumps)
+    return _gaps(counts), _crossed(counts)
+
+
+def _crossed(counts: dict) -> list[Crossed]:
+    """Exchanges whose send and receive were posted in two different process groups."""
     users: dict[str, set[int]] = {}  # group -> the ranks that posted point-to-point calls in it
-    for (group, rank), ops in counts.items():
+    groups_of: dict[int, list[str]] = {}  # rank -> the groups whose counts it has
+    for (group, rank), ops in sorted(counts.items()):
+        groups_of.setdefault(rank, []).append(group)
         if ops:
             users.setdefault(group, set()).add(rank)
     found = []
@@ -100,10 +107,10 @@ def crossed_groups(dumps: list[FrDump]) -> list[Crossed]:
         for (kind, peer), n in sorted(ops.items()):
             if kind != "send" or counts.get((group, peer), {}).get(("recv", rank), 0) >= n:
                 continue
-            for (other, who), theirs in sorted(counts.items()):
-                if who != peer or other == group:
+            for other in groups_of.get(peer, []):
+                if other == group:
                     continue
-                if theirs.get(("recv", rank), 0) > counts.get((other, rank), {}).get(("send", peer), 0):
+                if counts[(other, peer)].get(("recv", rank), 0) > counts.get((other, rank), {}).get(("send", peer), 0):
                     mine, their = len(users.get(group, ())), len(users.get(other, ()))
                     off = [rank] if mine < their else [peer] if their < mine else sorted({rank, peer})
                     found.append(Crossed(rank, peer, group, other, off))
@@ -130,10 +137,8 @@ def _counts(dumps: list[FrDump]) -> dict[tuple[str, int], dict[tuple[str, int], 
     return counts
 
 
-def p2p_gaps(dumps: list[FrDump]) -> list[P2pGap]:
+def _gaps(counts: dict) -> list[P2pGap]:
     """Every ordered pair whose sends and receives disagree, where both sides' counts are complete."""
-    counts = _counts(dumps)
-
     def talked(group: str, rank: int, peer: int) -> bool:
         mine = counts.get((group, rank), {})
         return bool(mine.get(("send", peer)) or mine.get(("recv", peer)))

@@ -11,7 +11,7 @@ from hangdoctor.analysis.classes import RankClass, build_classes, where
 from hangdoctor.analysis.odd_locals import odd_local_suspects
 from hangdoctor.analysis.odd_paths import odd_path_suspects
 from hangdoctor.analysis.odd_threads import odd_thread_suspects
-from hangdoctor.analysis.p2p_pairs import Crossed, P2pGap, crossed_groups, p2p_gaps
+from hangdoctor.analysis.p2p_pairs import Crossed, P2pGap, pair_p2p
 from hangdoctor.analysis.rendezvous import rendezvous_wait
 from hangdoctor.analysis.places import Place, build_places, who
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, RankView, view_rank
@@ -114,8 +114,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     sequences = join(collection.flight_recorder, dims, collection.world_size) if collection.flight_recorder else []
     if sequences:
         suspects, hints = with_sequence(sequences, suspects, hints, dims, unread, views, collection.source_blocks)
-    gaps = p2p_gaps(collection.flight_recorder) if collection.flight_recorder else []
-    crossed = crossed_groups(collection.flight_recorder) if collection.flight_recorder else []
+    gaps, crossed = pair_p2p(collection.flight_recorder) if collection.flight_recorder else ([], [])
     if gaps or crossed:
         suspects, hints = with_p2p(gaps, suspects, hints, dims, crossed)
     stacks = {rank: view.stack for rank, view in views.items() if view.stack}

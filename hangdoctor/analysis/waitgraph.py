@@ -304,12 +304,13 @@ def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int]
     """The peers that locals name: global ranks (src, dst), or stages placed by the topology."""
     targets: set[int] = set()
     names = set()
+    here = set(place.ranks)
     for view in place.views:
         peer = view.peer
-        # the source of its own broadcast waits for the others; a gather's root is waited for by every member,
-        # but a member waits for the others too
-        # a root in this place too waits for the call's other members: that says nothing of whom (its group)
-        if peer is None or peer.value == view.rank or peer.root or (peer.is_global and peer.value in place.ranks):
+        # the source of its own broadcast waits for the others; a gather's root is waited for by every member, but
+        # a member waits for the others too; a root in this place too waits for the call's other members: none of
+        # these says whom
+        if peer is None or peer.value == view.rank or peer.root or (peer.is_global and peer.value in here):
             continue
         if peer.is_global:
             targets.add(peer.value)

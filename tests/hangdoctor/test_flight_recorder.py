@@ -296,11 +296,11 @@ def test_a_rank_still_inside_the_collective_before_is_not_said_to_have_skipped_t
 def test_a_point_to_point_gap_with_no_history_between_the_two_names_both_low():
     # real NCCL: rank 2 posts a send and a recv to rank 0, which never posted anything with rank 2 (a halo's
     # wrong wrap-around, or rank 0's skip); a stage that posted 3 sends against 4 receives has history: high
-    from hangdoctor.analysis.p2p_pairs import p2p_gaps
+    from hangdoctor.analysis.p2p_pairs import pair_p2p
 
-    halo = p2p_gaps(_recorded("fdu_nccl_halo_last_rank_wraps_to_rank0"))
+    halo, _ = pair_p2p(_recorded("fdu_nccl_halo_last_rank_wraps_to_rank0"))
     assert {(g.late, g.poster, g.history) for g in halo} == {(0, 2, False)}
-    pipe = p2p_gaps(_recorded("gpu_nccl_pp_skip_send"))
+    pipe, _ = pair_p2p(_recorded("gpu_nccl_pp_skip_send"))
     assert pipe and all(g.history for g in pipe)
     v = diagnose(load_paths([CORPUS / "fdu_nccl_halo_last_rank_wraps_to_rank0" / "attach"], TopologyFlags()))
     assert [(s.ranks, s.kind, s.confidence) for s in v.suspects[:2]] == [([0], "never-issued", "low"),
@@ -310,11 +310,11 @@ def test_a_point_to_point_gap_with_no_history_between_the_two_names_both_low():
 def test_an_exchange_posted_on_two_communicators_names_the_side_off_the_jobs_group():
     # real NCCL (H100): stage 0 sends to stage 1 on the default group, stages 1-2 receive on the pipeline group
     # (Megatron-LM#620): the send and the receive never match; rank 1's missing send to rank 2 is not its own gap
-    from hangdoctor.analysis.p2p_pairs import crossed_groups
+    from hangdoctor.analysis.p2p_pairs import pair_p2p
 
     case = "fdw_nccl_pp_send_default_group_recv_pp_group"
-    [cross] = crossed_groups(_recorded(case))
+    [cross] = pair_p2p(_recorded(case))[1]
     assert (cross.sender, cross.receiver, cross.send_group, cross.recv_group, cross.off) == (0, 1, "0", "1", [0])
-    assert crossed_groups(_recorded("gpu_nccl_pp_skip_send")) == []
+    assert pair_p2p(_recorded("gpu_nccl_pp_skip_send"))[1] == []
     v = diagnose(load_paths([CORPUS / case / "attach"], TopologyFlags()))
     assert [(s.ranks, s.kind, s.confidence) for s in v.suspects] == [([0], "crossed-groups", "medium")]
