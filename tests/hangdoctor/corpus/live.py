@@ -4,7 +4,8 @@ A live case is a command (run from the repository root, in a session of its own)
 `$HD_CORPUS_MARKERS/rank<R>` (their pid) just before they block (fixtures/corpus/common.py: `ready`). `LiveJob`
 starts it, waits for every marker within a bound, lists the job's Python processes as `ps | grep python` would
 (launchers included), and kills the whole tree afterwards, process by process (torchrun puts workers in
-sessions of their own). The recorder (record.py) and the live test (test_corpus_live.py) share it.
+sessions of their own). The job's TMPDIR is inside the workdir, so what a killed rank leaves there goes with it.
+The recorder (record.py) and the live test (test_corpus_live.py) share it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ class LiveJob:
 
     def __enter__(self) -> "LiveJob":
         self.markers.mkdir(parents=True, exist_ok=True)
-        env = child_env(HD_CORPUS_MARKERS=str(self.markers), HD_CORPUS_FR=str(self.fr_dir), **self.case.env)
+        tmp = self.workdir / "tmp"  # the job's own temporary files go with the workdir when it is removed
+        tmp.mkdir(exist_ok=True)
+        env = child_env(HD_CORPUS_MARKERS=str(self.markers), HD_CORPUS_FR=str(self.fr_dir), TMPDIR=str(tmp),
+                        **self.case.env)
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(self.case.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
                                          cwd=REPO, start_new_session=True, stdin=subprocess.DEVNULL)
