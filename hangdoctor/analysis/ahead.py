@@ -95,8 +95,12 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
     shared = loops_a & loops_b
     if shared and not only_a and not only_b:
         loop = max(shared)  # the innermost shared loop starts last
-        cond_a = [c for c in map(tuple, known_a.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
-        cond_b = [c for c in map(tuple, known_b.get("conditions", [])) if loop[0] < c[0] <= loop[1]]
+        # the branches inside that loop that hold one line and not the other (`if step % 10 == 0:` around both
+        # lines is a branch they share, not a path one side took alone)
+        cond_a = [c for c in map(tuple, known_a.get("conditions", [])) if loop[0] < c[0] <= loop[1]
+                  and not c[0] <= lb <= c[1]]
+        cond_b = [c for c in map(tuple, known_b.get("conditions", [])) if loop[0] < c[0] <= loop[1]
+                  and not c[0] <= la <= c[1]]
         # a branch whose known test does not name the rank (`else:` of `if dry:`) may be one every rank takes, in
         # the same pass: the others may be past it, so the line order stands (below)
         if bool(cond_a) != bool(cond_b) and _rank_branch(known_a if cond_a else known_b, lb if cond_a else la):

@@ -59,6 +59,10 @@ RULES: tuple[WaitRule, ...] = (
       "_sync_buffers|_sync_module_buffers|_default_broadcast_coalesced|_distributed_broadcast_coalesced|"
       "_verify_param_shape_across_processes|_match_all_reduce_for_bwd_pass|_check_global_requires_backward_grad_sync|"
       "_sync_params_and_buffers|_sync_final_model", says="DDP's own collective (buffers, set-up, join)"),
+    # forward's set-up: in the second iteration the reducer rebuilds its buckets in the order gradients came, which
+    # rank 0 broadcasts (`self.reducer._rebuild_buckets()`, a C call: no Python frame of its own)
+    R("collective", "torch DDP", "torch/nn/parallel/distributed.py", "_pre_forward", op="rebuild buckets",
+      says="DDP's forward set-up: the second iteration's bucket rebuild, a broadcast from rank 0", sure="medium"),
     R("ddp-reducer", "torch autograd", "torch/autograd/graph.py", "_engine_run_backward", op="backward",
       says="backward: DDP's gradient all_reduce (and ZeRO/FSDP gradient reductions) run inside it", sure="medium"),
     R("ddp-reducer", "torch autograd", "torch/autograd/__init__.py", "backward|grad", op="backward",
@@ -405,6 +409,9 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
      "an asynchronous collective's work handle (.wait(), .wait(timeout=...))"),
     ("store", r"(?i)\b\w*store\w*\.(wait|get)\(", "store",
      "the c10d store: waiting for another rank to set a key (store.wait, store.get)"),
+    ("store", r"\b(TCPStore|FileStore)\(", "store",
+     "the c10d store's constructor: its host waits there for every client to connect (wait_for_workers), a client "
+     "for the host"),
     ("device-sync", r"\.(item|cpu|tolist|numpy)\(\s*\)|cuda\.synchronize\(|\.synchronize\(\s*\)", "synchronize",
      "a synchronising call: waits for the GPU when the tensor is on it"),
     ("ddp-reducer", r"\.backward\(", "backward", "backward: DDP's gradient all_reduce runs inside it"),

@@ -51,7 +51,10 @@ def _describe(found: Found, table: WaitTable) -> tuple[str, bool]:
     stack = stacks[-1]
     python = [f for f in stack if not f.native]
     wait = table.classify(stack)
-    idle = wait is not None or bool(python) and table.process_role(python[:1]) is not None
+    # waiting for work: a wait its own loop sits in (a DataLoader worker's index queue), not one deeper in the work
+    # it was given (a future, a lock inside the Dataset's __getitem__: that worker is stuck in work)
+    idle = (wait is not None and (wait.idle or wait.caller is None or table.process_role((wait.caller,)) is not None)) \
+        or bool(python) and table.process_role(python[:1]) is not None
     return " <- ".join(f.label() for f in python[:3]), idle
 
 

@@ -194,3 +194,24 @@ def test_a_branch_on_a_named_rank_sets_its_side_off_the_path_outside_any_loop(tm
     order = compare(at(4), at(6), blocks)
     assert order.ahead == 0 and order.sure and order.rank_branch and "branch on the rank" in order.why
     assert compare(at(4), at(6)).ahead == 1  # without the source, the later line
+
+
+def test_a_rank_branch_inside_a_branch_both_lines_share_is_still_off_the_path(tmp_path):
+    # the shape of DeepSpeed#7117 (first-contact batch feg): every LOG_EVERY steps rank 0 alone gathers the full
+    # gradients (a collective on ZeRO's group) inside `if rank == 0:`, then every rank averages the loss; the
+    # `if step % LOG_EVERY == 0:` around both lines is a branch they share, not a path one side took alone
+    program = ("def main(rank, steps):\n    for step in range(steps):\n        if step % 10 == 0:\n"
+               "            if rank == 0:\n                gather_grads()\n            average_loss()\n"
+               "        step_optimizer()\n")
+    path = tmp_path / "log.py"
+    path.write_text(program)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "log.py", "line": line, "name": "main"} for line in (5, 6)]}]}]}]
+    blocks = {("log.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+
+    def at(line):
+        return (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 10), Frame("main", "log.py", line),
+                Frame("<module>", "log.py", 9))
+    order = compare(at(5), at(6), blocks)
+    assert order.ahead == 0 and order.sure and order.rank_branch and "branch of an if" in order.why
+    assert not compare(at(5), at(6)).sure  # without the source: the line order, a guess
