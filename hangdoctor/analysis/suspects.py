@@ -160,6 +160,9 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None, alone:
                        "after issuing that call")
         return Suspect(place.ranks, place.where, reason + _stuck_note(place), "outside",
                        "medium" if gpu is False else "low", evidence)
+    if alone:  # every rank is here: there are no others to be apart from
+        return Suspect(place.ranks, place.where, f"{here}, every rank alike: nothing in the stacks tells one rank "
+                       f"from the others" + _stuck_note(place), "minority", "low", evidence)
     return Suspect(place.ranks, place.where, f"{here}, apart from {there or 'the others'}" + _stuck_note(place),
                    "minority", "low", evidence)
 
