@@ -4,13 +4,15 @@ A live case is a command (run from the repository root, in a session of its own)
 `$HD_CORPUS_MARKERS/rank<R>` (their pid) just before they block (fixtures/corpus/common.py: `ready`). `LiveJob`
 starts it, waits for every marker within a bound, lists the job's Python processes as `ps | grep python` would
 (launchers included), and kills the whole tree afterwards, process by process (torchrun puts workers in
-sessions of their own). The job's TMPDIR is inside the workdir, so what a killed rank leaves there goes with it.
+sessions of their own). The job's TMPDIR is a folder of its own, removed with it: what a killed rank leaves there
+goes too.
 The recorder (record.py) and the live test (test_corpus_live.py) share it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -62,13 +64,14 @@ class LiveJob:
         self.log = self.workdir / "job.log"
         self.fr_dir = self.workdir / "fr"  # where a fixture that keeps a Flight Recorder writes its dumps
         self.proc: subprocess.Popen | None = None
+        self.job_tmp = ""
         self.seen: set[int] = set()
 
     def __enter__(self) -> "LiveJob":
         self.markers.mkdir(parents=True, exist_ok=True)
-        tmp = self.workdir / "tmp"  # the job's own temporary files go with the workdir when it is removed
-        tmp.mkdir(exist_ok=True)
-        env = child_env(HD_CORPUS_MARKERS=str(self.markers), HD_CORPUS_FR=str(self.fr_dir), TMPDIR=str(tmp),
+        # the job's own temporary folder, removed with it; short, for the AF_UNIX sockets made in it (108 bytes)
+        self.job_tmp = tempfile.mkdtemp(prefix="hd-job-")
+        env = child_env(HD_CORPUS_MARKERS=str(self.markers), HD_CORPUS_FR=str(self.fr_dir), TMPDIR=self.job_tmp,
                         **self.case.env)
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(self.case.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -132,6 +135,8 @@ class LiveJob:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.job_tmp:
+            shutil.rmtree(self.job_tmp, ignore_errors=True)
         if self._tmp is not None:
             self._tmp.cleanup()
 
