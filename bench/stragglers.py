@@ -120,10 +120,11 @@ class InjectedJob:
             kill_torchrun_workers(self.run_id)
 
 
-def attach(job, seconds: float, rate: int, out: Path) -> tuple[dict, float]:
+def attach(job, seconds: float, rate: int, cost: float, out: Path) -> tuple[dict, float]:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "hangdoctor", "attach", "--local", "--run-id", job.run_id,
-                           "--profile", str(seconds), "--profile-rate", str(rate), "--json", "--out", str(out)],
+                           "--profile", str(seconds), "--profile-rate", str(rate), "--profile-cost", f"{cost:g}",
+                           "--json", "--out", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=seconds + 120)
     wall = time.monotonic() - started
     try:
@@ -145,55 +146,70 @@ def make_job(which: str, how: str, nproc: int, work: float, tmp: Path):
     return InjectedJob(tmp, program, nproc=nproc, how=how).start()
 
 
-def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: float, rate: int, nproc: int,
-             work: float, quiet: float, tmp: Path, rng: random.Random) -> dict:
+def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: float, rate: int, costs: list[float],
+             nproc: int, work: float, quiet: float, tmp: Path, rng: random.Random) -> dict:
+    """Each setting's trials; with several --cost values each trial is run once per value, one after the other,
+    on the same slowed rank (side by side: the machine's noise falls on both alike)."""
     (tmp / how).mkdir(parents=True, exist_ok=True)
     job = make_job(which, how, nproc, work, tmp / how)
     results: dict = {"job": which, "how": how, "settings": []}
     try:
         time.sleep(2)
         for factor in [1.0, *factors]:
-            right = alarms = 0
-            walls, gaps, noise, named = [], [], [], []
+            per_cost = {cost: {"right": 0, "alarms": 0, "walls": [], "gaps": [], "noise": [], "named": [], "rates": []}
+                        for cost in costs}
             for trial in range(trials):
                 rank = rng.randrange(nproc) if factor != 1.0 else -1
                 job.slow(rank, factor)
-                before = time.time()
-                waited = quiet if factor == 1.0 else min(quiet, 2.0)  # unsampled iteration times: healthy trials
-                time.sleep(waited)
-                report, wall = attach(job, seconds, rate, tmp / f"{how}-{factor}-{trial}")
-                if (tmp / f"{how}-{factor}-{trial}").is_dir():  # the truth beside the report, for --rescore
-                    (tmp / f"{how}-{factor}-{trial}" / "trial.json").write_text(
-                        json.dumps({"job": which, "how": how, "factor": factor, "slow_rank": rank}))
-                walls.append(wall)
-                stragglers = report.get("stragglers", [])
-                if "error" in report:
-                    print(json.dumps({"trial": trial, "error": report["error"]}), flush=True)
+                for cost in costs:
+                    _trial(job, which, how, factor, trial, rank, seconds, rate, cost, quiet, tmp, per_cost[cost])
+            for cost, got in per_cost.items():
+                setting = {"factor": factor, "cost": cost, "trials": trials, "wall_s": statistics.median(got["walls"]),
+                           "rate_used": statistics.median(got["rates"]) if got["rates"] else None,
+                           "named": got["named"]}
                 if factor == 1.0:
-                    alarms += bool(stragglers)
-                    unsampled = iteration_times(job, before, before + quiet)
-                    sampled = iteration_times(job, before + quiet + 1.0, before + quiet + seconds)
-                    if unsampled and sampled:
-                        noise.append(statistics.median(sampled) / statistics.median(unsampled))
+                    setting.update(false_alarms=got["alarms"], iteration_ratio=statistics.median(got["noise"])
+                                   if got["noise"] else None, ratios=[round(r, 3) for r in got["noise"]])
                 else:
-                    right += bool(stragglers) and stragglers[0]["ranks"] == [rank]
-                during = iteration_times(job, before + waited, before + waited + seconds)
-                named.append((rank, round(statistics.median(during), 3) if during else None, [s["ranks"] for s in stragglers],
-                              [round(s["waited_for"], 3) for s in stragglers]))
-                if stragglers:
-                    gaps.append(stragglers[0]["waited_for"])
-            setting = {"factor": factor, "trials": trials, "wall_s": statistics.median(walls),
-                       "named": named}
-            if factor == 1.0:
-                setting.update(false_alarms=alarms, iteration_ratio=statistics.median(noise) if noise else None,
-                               ratios=[round(r, 3) for r in noise])
-            else:
-                setting.update(right=right, median_gap=statistics.median(gaps) if gaps else None)
-            results["settings"].append(setting)
-            print(json.dumps({"job": which, "how": how, **setting}), flush=True)
+                    setting.update(right=got["right"], median_gap=statistics.median(got["gaps"]) if got["gaps"] else None)
+                results["settings"].append(setting)
+                print(json.dumps({"job": which, "how": how, **setting}), flush=True)
     finally:
         job.stop()
     return results
+
+
+SETTLED = 2.5  # seconds into attach when the samplers run at the rate they keep (after the cost check's restart)
+
+
+def _trial(job, which: str, how: str, factor: float, trial: int, rank: int, seconds: float, rate: int, cost: float,
+           quiet: float, tmp: Path, got: dict) -> None:
+    before = time.time()
+    waited = quiet if factor == 1.0 else min(quiet, 2.0)  # unsampled iteration times: healthy trials
+    time.sleep(waited)
+    out = tmp / f"{how}-{factor}-{trial}-cost{cost:g}"
+    report, wall = attach(job, seconds, rate, cost, out)
+    if out.is_dir():  # the truth beside the report, for --rescore
+        (out / "trial.json").write_text(json.dumps({"job": which, "how": how, "factor": factor, "slow_rank": rank}))
+    got["walls"].append(wall)
+    if report.get("rate"):
+        got["rates"].append(report["rate"])
+    stragglers = report.get("stragglers", [])
+    if "error" in report:
+        print(json.dumps({"trial": trial, "error": report["error"]}), flush=True)
+    if factor == 1.0:
+        got["alarms"] += bool(stragglers)
+        unsampled = iteration_times(job, before, before + quiet)
+        sampled = iteration_times(job, before + quiet + SETTLED, before + quiet + seconds)
+        if unsampled and sampled:
+            got["noise"].append(statistics.median(sampled) / statistics.median(unsampled))
+    else:
+        got["right"] += bool(stragglers) and stragglers[0]["ranks"] == [rank]
+    during = iteration_times(job, before + waited, before + waited + seconds)
+    got["named"].append((rank, round(statistics.median(during), 3) if during else None,
+                         [s["ranks"] for s in stragglers], [round(s["waited_for"], 3) for s in stragglers]))
+    if stragglers:
+        got["gaps"].append(stragglers[0]["waited_for"])
 
 
 def rescore(folder: Path, revs: list[str]) -> int:
@@ -252,6 +268,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--cost", type=float, nargs="+", default=[2.0],
+                        help="attach's --profile-cost, percent; several: each trial once per value, side by side")
     parser.add_argument("--nproc", type=int, default=4)
     parser.add_argument("--quiet", type=float, default=None,
                         help="seconds before each attach; a healthy trial's unsampled iteration times come from them "
@@ -274,25 +292,26 @@ def main() -> int:
         parser.error("the injector slows a rank by compute or sleep; the loader kind is the fixture's")
     with tempfile.TemporaryDirectory(prefix="stragglers-") as folder:
         where = args.keep or Path(folder)
-        every = [run_kind(args.job, how, args.factors, args.trials, args.seconds, args.rate, args.nproc, args.work,
+        every = [run_kind(args.job, how, args.factors, args.trials, args.seconds, args.rate, args.cost, args.nproc,
+                          args.work,
                           quiet, where, rng) for how in args.how]
     print()
     print(f"{args.job}: {args.nproc} ranks, " + (f"{args.work * 1000:g} ms of work a step, " if args.job == "fixture"
                                                    else "") + f"profile {args.seconds:g}s at {args.rate}/s, "
           f"{args.trials} trials per setting")
-    print("| kind | slower by | named first | false alarms (healthy) | attach wall s (median) | median gap |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| kind | --profile-cost | rate used /s (median) | slower by | named first | false alarms (healthy) | "
+          "attach wall s (median) | median gap |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for result in every:
         for s in result["settings"]:
+            head = f"| {result['how']} | {s['cost']:g}% | {s['rate_used'] or '-'} |"
             if s["factor"] == 1.0:
                 ratio = s["iteration_ratio"]
-                print(f"| {result['how']} | healthy | - | {s['false_alarms']}/{s['trials']} | {s['wall_s']:.1f} | "
-                      f"- (iteration time sampled / not: {ratio:.3f}) |" if ratio else
-                      f"| {result['how']} | healthy | - | {s['false_alarms']}/{s['trials']} | {s['wall_s']:.1f} | - |")
+                print(f"{head} healthy | - | {s['false_alarms']}/{s['trials']} | {s['wall_s']:.1f} | "
+                      + (f"- (iteration time sampled / not: {ratio:.3f}) |" if ratio else "- |"))
             else:
                 gap = f"{s['median_gap']:.0%}" if s["median_gap"] is not None else "-"
-                print(f"| {result['how']} | {s['factor'] - 1:.0%} | {s['right']}/{s['trials']} | - | "
-                      f"{s['wall_s']:.1f} | {gap} |")
+                print(f"{head} {s['factor'] - 1:.0%} | {s['right']}/{s['trials']} | - | {s['wall_s']:.1f} | {gap} |")
     return 0
 
 

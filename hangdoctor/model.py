@@ -156,6 +156,7 @@ class RankProfile:
     samples: int = 0  # samples taken (each counts every thread once)
     stacks: tuple[ProfiledStack, ...] = ()
     children: tuple[ChildProfile, ...] = ()
+    rate_note: str = ""  # what the samplers cost on the rank's node, and why the rate is what it is
 
 
 @dataclass(slots=True)

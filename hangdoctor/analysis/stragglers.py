@@ -153,6 +153,15 @@ def threshold(p_rank: float, n_rank: int, p_peers: float, n_peers: int) -> float
     return max(MIN_GAP, Z * math.sqrt(variance(p_rank, n_rank) + variance(p_peers, n_peers)))
 
 
+def _rate_notes(collection: Collection) -> list[str]:
+    """Each node's line on what its samplers cost (collector/sampling_cost.py), once per node."""
+    by_host: dict[str, str] = {}
+    for record in sorted(collection.records, key=lambda r: r.rank):
+        if record.profile is not None and record.profile.rate_note:
+            by_host.setdefault(record.identity.host or "?", record.profile.rate_note)
+    return [f"{host}: {note}" if len(by_host) > 1 else note for host, note in by_host.items()]
+
+
 def find_stragglers(collection: Collection, table: WaitTable | None = None) -> ProfileFinding:
     table = table or default_table()
     memo: dict = {}
@@ -207,6 +216,7 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
         for found in comparison.stragglers:
             _add_kernel_straggler(stragglers, found, collection)
     stragglers.sort(key=lambda s: -s.waited_for)
+    notes.extend(_rate_notes(collection))
     where = _where_time_goes(ranks)
     return ProfileFinding(seconds=seconds, rate=rate, ranks=ranks, stragglers=stragglers,
                           headline=_headline(stragglers, ranks, where, unprofiled, loader_notes), where_time_goes=where,

@@ -201,7 +201,7 @@ def _profile(doc: NodeDocument, infos: list, options: CollectOptions, deadline: 
     pids = [info["pid"] for info in infos]
     if pyspy:
         recorded = profile.record_all(pyspy, pids, seconds=options.profile, rate=options.profile_rate,
-                                      deadline=stop_by)
+                                      deadline=stop_by, cost_budget=options.profile_cost / 100)
     else:
         recorded = {pid: {"status": dump.ERROR, "error": "py-spy not found on this node: no profile", "rate":
                           options.profile_rate, "seconds": 0.0, "samples": 0, "stacks": []} for pid in pids}

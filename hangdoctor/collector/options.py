@@ -30,7 +30,8 @@ class CollectOptions:
     fr_dir: str | None = None  # read the ranks' Flight Recorder dump files in this folder, on each node
     pyspy_version: str = ""  # when the caller knows it: saves every node a `py-spy --version`
     profile: float = 0.0  # seconds of `py-spy record --nonblocking` of every rank at once, after the samples (0: none)
-    profile_rate: int = 50  # samples a second of that profile
+    profile_rate: int = 50  # samples a second of that profile, at most
+    profile_cost: float = 2.0  # how much slower the samplers may make the job, percent; over it a lower rate (100: never)
     timeout: float = field(default=60.0, metadata={"wire": False})  # the whole collection, every node included
 
 
@@ -112,6 +113,6 @@ def from_namespace(ns: argparse.Namespace) -> tuple[CollectOptions, Selection]:
     selection = Selection(**{f.name: getattr(ns, f.name) for f in _wire(Selection) if f.name != "match"}, match=match)
     if options.samples < 1 or options.interval < 0 or options.dump_timeout <= 0:
         raise ValueError("--samples must be >= 1, --interval >= 0 and --dump-timeout > 0")
-    if options.profile < 0 or not 1 <= options.profile_rate <= 1000:
-        raise ValueError("--profile must be >= 0 and --profile-rate between 1 and 1000")
+    if options.profile < 0 or not 1 <= options.profile_rate <= 1000 or not 0 < options.profile_cost <= 100:
+        raise ValueError("--profile must be >= 0, --profile-rate between 1 and 1000, --profile-cost in (0, 100]")
     return options, selection

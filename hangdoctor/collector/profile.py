@@ -7,7 +7,9 @@ collective sleeps in the kernel: without --idle its waits would not be counted),
 child processes are sampled by the same py-spy (--subprocesses: its DataLoader workers, whose speed tells a slow
 loader from one that is only last in phase; their lines start `process PID:"CMD";`), kept apart as `children`.
 --nonblocking reads the rank's memory while it runs: the rank is never stopped, and what it costs the job is the
-CPU py-spy itself takes on the node (bench/stragglers.py measures it).
+CPU py-spy itself takes on the node: measured in the samplers' first second, and where it is over the budget
+(`--profile-cost`: the job 2% slower) the samplers start again at a rate that fits (sampling_cost.py;
+bench/stragglers.py measures the job's iteration time with and without).
 
 Every wait is bounded: py-spy ends by itself after `seconds`; one that has not ended `GRACE` seconds later (or by
 the collection's deadline) is killed with its process group, and that rank's profile says so. Stdlib only.
@@ -22,37 +24,32 @@ import tempfile
 import time
 
 from hangdoctor.clicore import children
-from hangdoctor.collector import dump
+from hangdoctor.collector import dump, sampling_cost
 
 GRACE = 10.0  # seconds after `seconds` for py-spy to start, write its file and exit
+SETTLE, WINDOW = 0.5, 1.0  # seconds: the samplers' start-up, then the window their cost is measured over
 MAX_RAW = 64 << 20  # bytes of one rank's raw profile read back: distinct stacks, not samples, make it grow
 
 
-def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadline: float | None = None) -> dict:
+def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadline: float | None = None,
+               cost_budget: float | None = None) -> dict:
     """{pid: profile}: every pid recorded at once. A profile is {"status", "error", "rate", "seconds", "samples",
-    "stacks": [[thread_id, thread_name, [frame, ... outermost first], count], ...]} with frames as py-spy prints
-    them ("name (file:line)"). `deadline` is time.monotonic()'s."""
-    end_by = time.monotonic() + seconds + GRACE
-    if deadline is not None:
-        end_by = min(end_by, deadline)
-    results: dict[int, dict] = {}
-    running = []
+    "stacks": [[thread_id, thread_name, [frame, ... outermost first], count], ...], "rate_note"} with frames
+    as py-spy prints them ("name (file:line)"). `deadline` is time.monotonic()'s. With `cost_budget` (how much slower
+    the job may run: 0.02), the samplers' cost is measured over their first second (sampling_cost.py); where it is
+    over the budget they are ended and started again, for the whole `seconds`, at the rate that fits."""
     with tempfile.TemporaryDirectory(prefix="hangdoctor-profile-") as folder:
-        for pid in pids:
-            out, err = os.path.join(folder, f"{pid}.txt"), os.path.join(folder, f"{pid}.err")
-            argv = [pyspy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
-                    "--rate", str(rate), "--nonblocking", "--idle", "--threads", "--subprocesses", "--format", "raw",
-                    "--output", out]
-            results[pid] = {"status": dump.ERROR, "error": "", "rate": rate, "seconds": 0.0, "samples": 0,
-                            "stacks": [], "children": []}
-            try:
-                with open(err, "wb") as err_file:
-                    proc = children.spawn(argv, stdout=subprocess.DEVNULL, stderr=err_file,
-                                          stdin=subprocess.DEVNULL, env=dump.pyspy_env())
-            except OSError as exc:
-                results[pid]["error"] = f"cannot run {pyspy}: {exc.strerror or exc}"
-                continue
-            running.append((pid, proc, time.monotonic(), out, err))
+        results, running = _start(pyspy, pids, seconds, rate, folder)
+        note = ""
+        if cost_budget is not None and running:
+            chosen, note = _fit_rate(pids, running, rate, cost_budget, deadline)
+            if chosen != rate:
+                for _, proc, *_ in running:
+                    children.end(proc)
+                results, running = _start(pyspy, pids, seconds, chosen, folder)
+        end_by = time.monotonic() + seconds + GRACE
+        if deadline is not None:
+            end_by = min(end_by, deadline)
         while any(proc.poll() is None for _, proc, *_ in running) and time.monotonic() < end_by:
             time.sleep(0.1)
         for pid, proc, started, out, err in running:
@@ -72,7 +69,50 @@ def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadli
                 result.update(status=dump.outcome(pid, returncode or 1, b"", said.encode(), json_out=False)["status"]
                               if said else dump.ERROR,
                               error=said or f"py-spy record exited with {returncode} and wrote no profile")
+        for result in results.values():
+            result["rate_note"] = note
     return results
+
+
+def _start(pyspy: str, pids: list[int], seconds: float, rate: int, folder: str) -> tuple[dict, list]:
+    """One `py-spy record` per pid, all started now: (the results to fill, [(pid, proc, started, out, err)])."""
+    results: dict[int, dict] = {}
+    running = []
+    for pid in pids:
+        out, err = os.path.join(folder, f"{pid}-{rate}.txt"), os.path.join(folder, f"{pid}-{rate}.err")
+        argv = [pyspy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
+                "--rate", str(rate), "--nonblocking", "--idle", "--threads", "--subprocesses", "--format", "raw",
+                "--output", out]
+        results[pid] = {"status": dump.ERROR, "error": "", "rate": rate, "seconds": 0.0, "samples": 0,
+                        "stacks": [], "children": []}
+        try:
+            with open(err, "wb") as err_file:
+                proc = children.spawn(argv, stdout=subprocess.DEVNULL, stderr=err_file,
+                                      stdin=subprocess.DEVNULL, env=dump.pyspy_env())
+        except OSError as exc:
+            results[pid]["error"] = f"cannot run {pyspy}: {exc.strerror or exc}"
+            continue
+        running.append((pid, proc, time.monotonic(), out, err))
+    return results, running
+
+
+def _fit_rate(pids: list[int], running: list, rate: int, budget: float, deadline: float | None) -> tuple[int, str]:
+    """(the rate to sample at, the report's line on it), from the samplers' CPU over a window of their first
+    second (after their own start-up); the rate asked, with a line saying why, where nothing could be measured."""
+    samplers = [proc.pid for _, proc, *_ in running]
+    if deadline is not None and time.monotonic() + SETTLE + WINDOW > deadline:
+        return rate, f"sampled at {rate}/s: no time left to measure what the samplers cost"
+    time.sleep(SETTLE)
+    job = [pid for pid in sampling_cost.with_descendants(pids) if pid not in samplers]  # workers count as the job
+    before = sampling_cost.snapshot(samplers + job)
+    time.sleep(WINDOW)
+    after = sampling_cost.snapshot(samplers + job)
+    found = None if before is None or after is None else \
+        sampling_cost.measure(before, after, samplers, job, rate, ranks=len(pids))
+    if found is None or any(proc.poll() is not None for _, proc, *_ in running):
+        return rate, f"sampled at {rate}/s: what the samplers cost could not be measured (no /proc, or a sampler ended)"
+    chosen = sampling_cost.bounded_rate(found, budget)
+    return chosen, sampling_cost.explain(found, chosen, budget)
 
 
 def read_raw(path: str, pid: int = 0) -> tuple[list, int, list]:

@@ -89,7 +89,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                                "--nonblocking) and name the ranks the others wait for (stragglers), with where "
                                "their time goes instead; writes profile.json and flame-*.folded to --out")
     sampling.add_argument("--profile-rate", type=int, default=50, metavar="HZ",
-                          help="samples a second per rank with --profile (default 50; 1-1000)")
+                          help="samples a second per rank with --profile, at most (default 50; 1-1000)")
+    sampling.add_argument("--profile-cost", type=float, default=2.0, metavar="PCT",
+                          help="with --profile: how much slower the samplers may make the job, in percent (default 2); "
+                               "measured in their first second on each node, and where the ranks wait for cores "
+                               "the samplers take, the rate is lowered to fit; 100: never lowered")
     sampling.add_argument("--py-spy", dest="py_spy", help="py-spy executable (default: on PATH or next to Python)")
     sampling.add_argument("--pystack", help="pystack executable, the second reader: it reads the ranks py-spy is "
                           "missing for, refused or fails on (default: on PATH or next to Python, when installed)")
@@ -126,6 +130,9 @@ def check_args(args: argparse.Namespace) -> None:
     if not 1 <= args.profile_rate <= 1000:
         raise CommandError(f"--profile-rate {args.profile_rate}: expected 1 to 1000 samples a second",
                            hint="e.g. --profile 20 --profile-rate 50", exit_code=EXIT_USAGE)
+    if not 0 < args.profile_cost <= 100:
+        raise CommandError(f"--profile-cost {args.profile_cost:g}: expected a percentage above 0, at most 100",
+                           hint="e.g. --profile 20 --profile-cost 2", exit_code=EXIT_USAGE)
     if args.jobid and not re.match(r"^\d+(_\d+)?$", args.jobid):
         raise CommandError(f"{args.jobid!r} is not a SLURM job id", hint="a job id is a number such as 2180718 (see "
                            "squeue -u $USER)", exit_code=EXIT_USAGE)
@@ -255,6 +262,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                              fr_dir=str(Path(args.fr_dir).absolute()) if args.fr_dir else None,
                              dump_timeout=min(args.dump_timeout, args.timeout),
                              profile=args.profile or 0.0, profile_rate=args.profile_rate,
+                             profile_cost=args.profile_cost,
                              timeout=args.timeout + (args.profile + PROFILE_GRACE if args.profile else 0.0))
     folder = args.out or default_out(args)
     created = make_out(folder)

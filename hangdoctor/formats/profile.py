@@ -2,8 +2,8 @@
 
 The collector stores each distinct frame once per node (`profile_frames`, as py-spy's raw format prints it:
 "name (file:line)") and each rank's stacks as [thread id, thread name, [frame index, ... outermost first],
-count]; its child processes' (DataLoader workers) as `children`: [{"pid", "stacks"}] (absent in files of older
-collectors). Anything else is damage: ValueError, and the node file is refused with the reason.
+count]; its child processes' (DataLoader workers) as `children`: [{"pid", "stacks"}], and `rate_note`, what the
+samplers cost on the node (both absent in files of older collectors). Anything else is damage: ValueError, and the node file is refused with the reason.
 """
 
 from __future__ import annotations
@@ -38,13 +38,17 @@ def read_profile(raw: object, table: list[Frame], pid: int) -> RankProfile:
             or type(samples) is not int or type(seconds) not in (int, float) or min(rate, samples, seconds) < 0:
         raise ValueError(f"profile of pid {pid}: bad status, rate, seconds or samples")
     stacks = _stacks(raw.get("stacks") or [], table, pid)
+    rate_note = raw.get("rate_note") or ""
+    if not isinstance(rate_note, str):
+        raise ValueError(f"profile of pid {pid}: rate_note is not text")
     children = raw.get("children") or []
     if not isinstance(children, list) or not all(isinstance(c, dict) and type(c.get("pid")) is int
                                                  and isinstance(c.get("stacks"), list) for c in children):
         raise ValueError(f"profile of pid {pid}: children is not a list of {{pid, stacks}}")
     return RankProfile(status=status if stacks or status != OK else "error", error=error, rate=rate,
                        seconds=float(seconds), samples=samples, stacks=stacks,
-                       children=tuple(ChildProfile(c["pid"], _stacks(c["stacks"], table, pid)) for c in children))
+                       children=tuple(ChildProfile(c["pid"], _stacks(c["stacks"], table, pid)) for c in children),
+                       rate_note=rate_note)
 
 
 def _stacks(raw: list, table: list[Frame], pid: int) -> tuple[ProfiledStack, ...]:

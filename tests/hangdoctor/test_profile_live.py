@@ -27,8 +27,9 @@ def slow_job(tmp_path_factory):
 
 
 def profile(job: SlowJob, out, *extra):
-    return run_bounded([*ATTACH, "--local", "--run-id", job.run_id, "--profile", "4", "--out", str(out), *extra],
-                       timeout=120, env=child_env(COLUMNS="120"))
+    """--profile-cost 100: these tests measure what is found at a fixed rate (test_sampling_cost.py, the bound)."""
+    return run_bounded([*ATTACH, "--local", "--run-id", job.run_id, "--profile", "4", "--profile-cost", "100",
+                        "--out", str(out), *extra], timeout=120, env=child_env(COLUMNS="120"))
 
 
 def test_the_slow_rank_is_named_with_where_its_time_goes(slow_job, tmp_path):
@@ -37,7 +38,7 @@ def test_the_slow_rank_is_named_with_where_its_time_goes(slow_job, tmp_path):
     assert result.returncode == 0, result.output[-3000:]
     report = json.loads(result.stdout)
     assert report["format"] == "hangdoctor-profile/1"
-    assert [s["ranks"] for s in report["stragglers"]] == [[2]], report["headline"]
+    assert [s["ranks"] for s in report["stragglers"]] == [[2]], (report["headline"], report["notes"], report["ranks"])
     first = report["stragglers"][0]
     assert first["waited_for"] > first["threshold"] and first["peers_wait"] > first["own_wait"]
     assert any(e["what"] == "work" for e in first["instead"])  # it sleeps in its step where the others all_reduce
@@ -203,7 +204,7 @@ def test_a_slow_dataloader_is_named_from_its_workers_and_a_healthy_loader_bound_
     every loader is as slow (before worker profiles: 5 of 10 healthy runs accused a rank, docs/BENCHMARKS.md)."""
     loader_job.slow(1, 1.3)
     report = json.loads(profile(loader_job, tmp_path / "slow", "--json").stdout)
-    assert [s["ranks"] for s in report["stragglers"]] == [[1]], report["headline"]
+    assert [s["ranks"] for s in report["stragglers"]] == [[1]], (report["headline"], report["notes"])
     assert "its DataLoader workers were busy" in report["stragglers"][0]["evidence"]
     assert all(r["loader_busy"] is not None and r["loader_samples"] > 50 for r in report["ranks"]), report["ranks"]
     loader_job.slow(-1, 1.0)

@@ -36,12 +36,16 @@ def slow_slurm_job(slurm_cluster):
 
 
 def test_the_slow_rank_of_a_slurm_job_is_named_on_its_node(slurm_cluster, slow_slurm_job, tmp_path):
-    result = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--jobid", slow_slurm_job, "--profile", "4", "--json",
-                          "--out", str(tmp_path / "o")], timeout=180, env=slurm_cluster.env(child_env()))
+    # --profile-cost 100: the rate stays (what is found at a lower one: bench/stragglers.py), the cost is still measured
+    result = run_bounded([PYTHON, "-m", "hangdoctor", "attach", "--jobid", slow_slurm_job, "--profile", "4",
+                          "--profile-cost", "100", "--json", "--out", str(tmp_path / "o")], timeout=180,
+                         env=slurm_cluster.env(child_env()))
     assert result.returncode == 0, result.output[-3000:]
     report = json.loads(result.stdout)
     assert [s["ranks"] for s in report["stragglers"]] == [[3]], report["headline"]
     assert report["stragglers"][0]["hosts"] == ["n2"]
     assert {r["rank"]: r["host"] for r in report["ranks"]} == {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
+    # each node's collector measured what its samplers cost and said so (collector/sampling_cost.py)
+    assert sorted(note.split(":", 1)[0] for note in report["notes"] if "/s" in note) == ["n1", "n2"], report["notes"]
     assert all(r["samples"] >= 100 for r in report["ranks"])
     assert sorted(p.name for p in (tmp_path / "o" / "nodes").iterdir()) == ["n1.json", "n2.json"]
