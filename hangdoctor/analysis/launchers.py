@@ -178,7 +178,10 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
             kind = role.kind if role is not None else "launcher"
             why = f"{role.op} (its stack)" if role is not None else f"{program} (its command line)"
         aside.append(SetAside(f.host, f.pid, kind, why, f.cmdline, f.ppid, where, idle))
-    parents = {(f.host, f.ppid) for f in ranks if f.ppid}
+    helpers = forked_helpers(ranks, table)
+    # a process whose only children found are its own forked helpers (a data producer) is a rank that started
+    # them, not their launcher: only the other processes' parents are parents here
+    parents = {(f.host, f.ppid) for index, f in enumerate(ranks) if f.ppid and index not in helpers}
     launching = {(a.host, a.ppid) for a in aside if a.ppid and a.role == "launcher"}
     first_launcher: dict[str, int] = {}  # host -> the lowest pid of a launcher there (py-spy's own dumps)
     for a in aside:
@@ -186,7 +189,6 @@ def set_aside(found: list[Found], table: WaitTable) -> tuple[list[Found], list[S
             first_launcher[a.host] = min(a.pid, first_launcher.get(a.host, a.pid))
     rank_of = {(f.host, f.pid): f.rank for f in ranks if f.rank is not None}
     apart = outsiders(ranks, table)
-    helpers = forked_helpers(ranks, table)
     kept = []
     for index, f in enumerate(ranks):
         if index in helpers:

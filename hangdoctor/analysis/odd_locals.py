@@ -8,6 +8,11 @@ a pass off. So does a flag or a process group that one rank holds otherwise (`gr
 ProcessGroup of its own on rank 3: the same line's collective on another group; objects compared without their
 addresses). Names that differ by design (rank, pid, seed, device, port, a time) are not compared. Evidence, not
 proof: low, and only when exactly one rank differs, in one or more names that all point at it.
+
+A loop's counter (the source's `for rotation in ...`, read by the collector) has a direction: where every rank waits
+on point-to-point exchanges (a work handle, a send or receive) at the same line and the counter splits them in two,
+the ranks a pass further finished the exchanges the others are still in, and wait for them to post the next: the
+ranks behind are the ones named, however many they are.
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ _ATOM = r"(?:True|False|None|<[\w.]+>)"
 _FLAG = re.compile(rf"{_ATOM}|\{{(?:\"\w+\": {_ATOM}(?:, )?)+\}}")
 
 
-def odd_local_suspects(views: dict[int, RankView], places: list[Place]) -> list[Suspect]:
+_EXCHANGES = ("work-wait", "p2p")
+
+
+def odd_local_suspects(views: dict[int, RankView], places: list[Place], blocks: dict | None = None) -> list[Suspect]:
     answered = [v for v in views.values() if v.responded and v.stack and v.frame_locals]
     if len(answered) < 3 or len([p for p in places if p.ranks]) != 1 or len(answered) < len(places[0].ranks):
         return []
@@ -38,6 +46,14 @@ def odd_local_suspects(views: dict[int, RankView], places: list[Place]) -> list[
     frames = [[(f.name, f.file, f.line) for f in v.stack] for v in answered]
     if any(stack != frames[0] for stack in frames[1:]):
         return []  # not one path: odd_paths.py reads the parting
+    if blocks and all(v.wait is not None and v.wait.kind in _EXCHANGES for v in answered):
+        split = _counter_split(frames[0], answered, blocks)
+        if split is not None:
+            behind, text = split
+            return [Suspect(behind, answered[0].stack[0].name, f"every rank waits on point-to-point exchanges at the "
+                            f"same line by the same path, but {text}: the ranks a pass further finished the exchanges "
+                            f"these are still in and wait for them to post the next", "odd-locals", "low",
+                            [{"type": "locals", "text": text}])]
     odd: dict[int, list[str]] = {}
     for depth, (name, _, line) in enumerate(frames[0]):
         values: dict[str, dict[int, int]] = {}
@@ -73,3 +89,27 @@ def odd_local_suspects(views: dict[int, RankView], places: list[Place]) -> list[
               "group waits for other members), or a counter a pass off")
     return [Suspect([rank], answered[0].stack[0].name, reason, "odd-locals", "low",
                     [{"type": "locals", "text": text} for text in found[:3]])]
+
+
+def _counter_split(frames: list, answered: list[RankView], blocks: dict) -> tuple[list[int], str] | None:
+    """(the ranks behind, the evidence) where a loop counter of a frame every rank shares (innermost frame and loop
+    first) holds two values across the ranks."""
+    for depth, (name, file, line) in enumerate(frames):
+        known = blocks.get((file, line)) or {}
+        for first, _last, names in sorted(known.get("loop_vars", []), reverse=True):
+            for var in names:
+                by_rank = {}
+                for view in answered:
+                    held = view.frame_locals[depth] if depth < len(view.frame_locals) else None
+                    text = str((held or {}).get(var, "")).strip()
+                    if _WHOLE.fullmatch(text):
+                        by_rank[view.rank] = int(text)
+                if len(by_rank) != len(answered) or len(set(by_rank.values())) != 2:
+                    continue
+                low, high = sorted(set(by_rank.values()))
+                behind = sorted(r for r, v in by_rank.items() if v == low)
+                ahead = sorted(r for r, v in by_rank.items() if v == high)
+                return behind, (f"`{var}` in {name} (line {line}) is {low} on rank{'s' if len(behind) > 1 else ''} "
+                                f"{fold_ranks(behind)} where rank{'s' if len(ahead) > 1 else ''} {fold_ranks(ahead)} "
+                                f"hold{'' if len(ahead) > 1 else 's'} {high}, the counter of the loop at line {first}")
+    return None

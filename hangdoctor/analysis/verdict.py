@@ -105,7 +105,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     if not suspects or all(set(s.ranks) >= answered for s in suspects):  # no rank told apart by where they are:
         # how they came there may tell,
         suspects = odd_path_suspects(views, places, collection.source_blocks) or \
-            odd_local_suspects(views, places) or suspects  # or what they carry there
+            odd_local_suspects(views, places, collection.source_blocks) or suspects  # or what they carry there
     if not suspects:  # or their other threads
         suspects = odd_thread_suspects(collection.records, views, table)
     # a low suspect that holds every rank that answered ("apart from the others", "waits on the GPU") tells no rank
