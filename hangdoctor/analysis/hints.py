@@ -24,6 +24,12 @@ ONE_P2P = ("the ranks do not differ in the call, so either their sends and recei
            "computed wrong, a wrap-around at the ends of a ring or halo, a count one side expects: the Flight "
            "Recorder pairs each rank's sends with its peer's receives), or the exchange itself is stuck (network, "
            "NCCL/gloo): ")
+ONE_STORE = ("they wait in the c10d store (a rendezvous, or a process group being made), where no collective runs yet to "
+             "mismatch: either a rank the store waits for never arrived (the world size counts more ranks than were "
+             "started, or one died first: compare WORLD_SIZE with the ranks found), or the store's host cannot be "
+             "reached (the MASTER_ADDR and MASTER_PORT, or init_method URL, each rank was given: a port nobody "
+             "listens on, a host name that resolves elsewhere); the ranks' logs say when a client cannot connect, "
+             "and TORCH_CPP_LOG_LEVEL=INFO adds each attempt")
 
 
 def _caller_lines(place: Place) -> dict[int, list[int]]:
@@ -45,6 +51,8 @@ def one_place_hint(place: Place, dims: ParallelDims | None) -> str:
                 f"calls of one function, which may be two collectives (one side skipped one, or is a pass further "
                 f"through a loop; the loop's counter in --locals, or attach's reading of the source, says which), or "
                 f"one collective called from the two branches of an if")
+    if place.wait is not None and place.wait.kind == "store":
+        return f"every rank that answered waits in {place.position}: {ONE_STORE}"
     return f"every rank that answered waits in {place.position}: if none is missing, {one_call(place)}{NCCL_HINT}"
 
 

@@ -88,7 +88,7 @@ def _ranges(path: str, ast) -> list | None:
     """Every loop's lines, every branch of every if statement and every `with` statement (from its own line: a
     rank waiting to enter it is at that line) in a file, as (kind, first, last); each for-loop also as
     ("loop_vars", first, last, its target names), each branch as ("tests", first, last, its `if`'s test as
-    written, "not ..." for an else)."""
+    written, "not ..." for an else, or for what follows an `if` that ends in continue, break, return or raise)."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
@@ -110,6 +110,26 @@ def _ranges(path: str, ast) -> list | None:
                     last = branch[-1].end_lineno or branch[-1].lineno
                     found.append(("conditions", branch[0].lineno, last))
                     found.append(("tests", branch[0].lineno, last, ("not " if index else "") + test[:200]))
+        for body in (getattr(node, name, None) for name in ("body", "orelse", "finalbody")):
+            if isinstance(body, list):
+                found.extend(_implied_else(body, ast))
+    return found
+
+
+_EXITS = ("Continue", "Break", "Return", "Raise")
+
+
+def _implied_else(body: list, ast) -> list:
+    """`if last: ...; continue` with no else: the statements after it in the same block run only where the test
+    failed, an else in all but name (a pipeline's last stage handled first, then every other stage's path)."""
+    found = []
+    for index, statement in enumerate(body[:-1]):
+        if isinstance(statement, ast.If) and not statement.orelse and type(statement.body[-1]).__name__ in _EXITS:
+            rest = body[index + 1:]
+            first, last = rest[0].lineno, rest[-1].end_lineno or rest[-1].lineno
+            test = ast.unparse(statement.test) if hasattr(ast, "unparse") else ""
+            found.append(("conditions", first, last))
+            found.append(("tests", first, last, "not " + test[:200]))
     return found
 
 

@@ -215,3 +215,22 @@ def test_a_rank_branch_inside_a_branch_both_lines_share_is_still_off_the_path(tm
     order = compare(at(5), at(6), blocks)
     assert order.ahead == 0 and order.sure and order.rank_branch and "branch of an if" in order.why
     assert not compare(at(5), at(6)).sure  # without the source: the line order, a guess
+
+
+def test_what_follows_an_if_that_ends_in_continue_is_its_else(tmp_path):
+    # a hand-written pipeline (pytorch/pytorch#120741's shape, first-contact batch fek): the last stage's branch
+    # ends in `continue`, the other stages' path follows it: two exclusive paths, whose line order says nothing
+    program = ("def main(rank, last, steps):\n    for step in range(steps):\n        forward()\n        if last:\n"
+               "            clip_and_step()\n            continue\n        recv_grad()\n        backward()\n")
+    path = tmp_path / "pipe.py"
+    path.write_text(program)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "pipe.py", "line": line, "name": "main"} for line in (5, 7)]}]}]}]
+    blocks = {("pipe.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+    assert [7, 8, "not last"] in blocks[("pipe.py", 7)]["tests"]
+
+    def at(line):
+        return (Frame("wait", "torch/distributed/distributed_c10d.py", 10), Frame("main", "pipe.py", line),
+                Frame("<module>", "pipe.py", 9))
+    assert compare(at(5), at(7), blocks) is None  # no order between the two paths
+    assert compare(at(5), at(7)).ahead == 1  # without the source, the later line
