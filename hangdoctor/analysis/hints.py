@@ -118,7 +118,10 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
         p.activity == UNKNOWN and p.gpu is not False and any(q.in_collective for q in [anchor, *stuck]))]
     if gpu_places:
         ranks = sorted(r for p in gpu_places for r in p.ranks)
-        hints.append(f"{who(ranks, dims)} may be waiting on the GPU for an asynchronous collective: {GPU_HINT}")
+        # nothing in py-spy's own dumps says whether a GPU is in use (attach's collector does): said, not assumed
+        unsure = all(p.gpu is None and p.activity != "device-sync" for p in gpu_places)
+        hints.append(f"{'if the job runs on GPUs, ' if unsure else ''}{who(ranks, dims)} may be waiting on the GPU "
+                     f"for an asynchronous collective: {GPU_HINT}")
     elif not native and any(p.activity == UNKNOWN for p in [anchor, *stuck]):
         hints.append("add --native to see waits inside C++/CUDA calls of the ranks outside any known wait")
     return hints
