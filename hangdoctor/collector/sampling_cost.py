@@ -25,6 +25,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from hangdoctor.collector import procs
+
 MIN_RATE = 2  # samples a second: below this a profile of tens of seconds says too little to be worth taking
 
 
@@ -75,53 +77,52 @@ def _ticks() -> int:
         return 100
 
 
-def _process_times(pid: int, tick: int) -> tuple[float, float, float] | None:
-    """(CPU seconds of every thread, seconds its threads ran on a core, seconds they waited for one); None when
-    it is gone or unreadable. The waits come from each thread's schedstat (0 where the kernel keeps none)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            text = file.read().decode("ascii", "replace")
-        fields = text[text.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
-        cpu = (int(fields[11]) + int(fields[12])) / tick
-    except (OSError, IndexError, ValueError):
-        return None
+def _thread_times(pid: int) -> tuple[int, int]:
+    """Nanoseconds a process's threads ran on a core and waited for one (each thread's schedstat; 0 where the kernel
+    keeps none, or a thread ended between the listing and the read)."""
     run = wait = 0
     try:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        threads = []
+        return 0, 0
     for tid in threads:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as file:
                 values = file.read().split()
             run, wait = run + int(values[0]), wait + int(values[1])
         except (OSError, IndexError, ValueError):
-            continue  # a thread that ended between the listing and the read
-    return cpu, run / 1e9, wait / 1e9
+            continue
+    return run, wait
+
+
+def _process_times(pid: int, tick: int) -> tuple[float, float, float] | None:
+    """(CPU seconds of every thread, seconds its threads ran on a core, seconds they waited for one); None when
+    it is gone or unreadable."""
+    stat = procs.read_stat(pid)
+    if stat is None:
+        return None
+    run, wait = _thread_times(pid)
+    return stat["ticks"] / tick, run / 1e9, wait / 1e9
 
 
 def with_descendants(pids: list[int]) -> list[int]:
     """These processes and every process below them (one pass over /proc)."""
     children: dict[int, list[int]] = {}
     try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+        every = procs.all_pids()
     except OSError:
         return list(pids)
-    for entry in entries:
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as file:
-                text = file.read().decode("ascii", "replace")
-            parent = int(text[text.rfind(")") + 2:].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, todo = [], list(pids)
+    for pid in every:
+        stat = procs.read_stat(pid)
+        if stat is not None:
+            children.setdefault(stat["ppid"], []).append(pid)
+    found, todo = {}, list(pids)  # a dict: insertion order, and membership at once
     while todo:
         pid = todo.pop()
         if pid not in found:
-            found.append(pid)
+            found[pid] = None
             todo.extend(children.get(pid, ()))
-    return found
+    return list(found)
 
 
 def snapshot(pids: list[int]) -> CpuSnapshot | None:
@@ -144,24 +145,11 @@ def snapshot(pids: list[int]) -> CpuSnapshot | None:
 
 
 def _all_waits() -> float:
-    """Seconds every task of the node has waited for a core (each thread's schedstat; one pass over /proc)."""
-    total = 0
+    """Seconds every task of the node has waited for a core (one pass over /proc)."""
     try:
-        pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+        return sum(_thread_times(pid)[1] for pid in procs.all_pids()) / 1e9
     except OSError:
         return 0.0
-    for pid in pids:
-        try:
-            threads = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in threads:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as file:
-                    total += int(file.read().split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    return total / 1e9
 
 
 def measure(before: CpuSnapshot, after: CpuSnapshot, samplers: list[int], job: list[int], rate: int,
