@@ -17,8 +17,9 @@ For each factor (1.05 = 5% slower, ...) and each trial:
 - healthy trials (no rank slower): a false alarm is any straggler named;
 - time to the verdict: attach's wall time (the profile's seconds included);
 - the job's cost: rank 0's iteration end times (the fixture logs them; the injector stamps each optimizer step);
-  the median iteration time while py-spy samples against the median in the `--quiet` seconds before each healthy
-  trial's attach, in the same run (a ratio).
+  the median iteration time while py-spy samples at the rate it kept (the window the node files' `cpu` gives:
+  after attach's own two samples and the cost check) against the median in the `--quiet` seconds before each
+  healthy trial's attach, in the same run (a ratio).
 Kinds: `sleep` (a rank held up outside Python's work: I/O, a lock), `compute` (Python arithmetic: on this
 2-core machine the 4 ranks share the cores, so compute-bound ranks also slow each other) and `loader` (a slow
 DataLoader worker; fixture only).
@@ -179,7 +180,21 @@ def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: f
     return results
 
 
-SETTLED = 2.5  # seconds into attach when the samplers run at the rate they keep (after the cost check's restart)
+SETTLED = 2.5  # seconds into attach when the samplers run at the rate they keep: where the node files do not say
+
+
+def sampled_window(out: Path) -> tuple[float, float] | None:
+    """(from, to) in epoch seconds: when the samplers ran at the rate they kept (after attach's own samples and the
+    cost check), from the node files' `cpu` window; None from a collector that does not write it."""
+    for node in sorted((out / "nodes").glob("*.json")):
+        try:
+            for process in json.loads(node.read_text()).get("processes", []):
+                cpu = (process.get("profile") or {}).get("cpu") or {}
+                if "since" in cpu:
+                    return cpu["since"], cpu["since"] + cpu["seconds"]
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _trial(job, which: str, how: str, factor: float, trial: int, rank: int, seconds: float, rate: int, cost: float,
@@ -200,7 +215,8 @@ def _trial(job, which: str, how: str, factor: float, trial: int, rank: int, seco
     if factor == 1.0:
         got["alarms"] += bool(stragglers)
         unsampled = iteration_times(job, before, before + quiet)
-        sampled = iteration_times(job, before + quiet + SETTLED, before + quiet + seconds)
+        window = sampled_window(out) or (before + quiet + SETTLED, before + quiet + seconds)
+        sampled = iteration_times(job, *window)
         if unsampled and sampled:
             got["noise"].append(statistics.median(sampled) / statistics.median(unsampled))
     else:

@@ -145,6 +145,16 @@ class ChildProfile:
     stacks: tuple[ProfiledStack, ...] = ()
 
 
+@dataclass(slots=True, frozen=True)
+class CpuTime:
+    """What the kernel counted of a rank over its profile's window (each thread's schedstat: exact, not sampled)."""
+
+    seconds: float  # the window's wall time
+    on_core: float  # seconds its main thread ran on a core
+    waiting: float  # seconds its main thread was ready to run and waited for a core
+    all_on_core: float  # seconds all its threads ran on a core
+
+
 @dataclass(slots=True)
 class RankProfile:
     """A rank sampled for some seconds without pausing it (`attach --profile`: py-spy record --nonblocking)."""
@@ -157,6 +167,7 @@ class RankProfile:
     stacks: tuple[ProfiledStack, ...] = ()
     children: tuple[ChildProfile, ...] = ()
     rate_note: str = ""  # what the samplers cost on the rank's node, and why the rate is what it is
+    cpu: CpuTime | None = None  # its time on a core over the same window; None from collectors before it, or no /proc
 
 
 @dataclass(slots=True)

@@ -16,6 +16,13 @@ peers' noise decides, the second look against a higher bar (`SECOND_LOOK`). Else
 engine) backward stays in the one measure: taking it out there raised the reference trainer's false alarms from
 1/20 to 9/20 (bench/stragglers.py --rescore, docs/BENCHMARKS.md).
 
+The samples are a sample: at a rate bounded by what the samplers cost (collector/sampling_cost.py), a rank has a
+few hundred, and a 10% slower one's gap can sit under the noise bar. The kernel's own count of each rank's time on
+a core over the same window (per-thread schedstat, read by the collector: exact) tells a rank that computes more
+than its peers; such a rank is named where the samples also say its peers waited for it (the gap's sign), never on
+more CPU alone (a thread of its own that nobody waits for). The evidence says which kind of straggler it is: more
+work, more waiting for a core (other work on its node), or neither (held up off the CPU).
+
 On a GPU the wait for a slow rank happens inside the NCCL kernel, where no CPU sample sees it: where the ranks'
 Flight Recorder traces carry kernel times (TORCH_NCCL_ENABLE_TIMING=1), kernel_times.py reads who the kernels
 waited for, and its stragglers join these (evidence added to a rank both name).
@@ -46,6 +53,12 @@ Z = 3.0  # how many standard errors of the two shares the gap must exceed
 # few samples are less independent than the binomial model says (bench/stragglers.py --rescore: at 1.0 a 4-rank DDP
 # job on 2 cores named its rank 0, which prints every step, in 5 of 10 healthy runs; at 1.3 in 1, as without it)
 SECOND_LOOK = 1.3
+# how much more than its peers' (median) a rank's main thread must run on a core to be said to compute more, at
+# least (and at least half MIN_GAP of the wall time, the bar of `instead`: a rank that sleeps through its step and
+# prints a line more is not slower for it): healthy ranks of one pipeline stage of the reference trainer differ by up to 3% on 2
+# oversubscribed cores, a 10% slower one by about 20% (bench/stragglers.py, docs/BENCHMARKS.md)
+WORK_FLOOR = 0.06
+CORE_WAIT_GAP = 0.15  # how much more of the time than its peers a rank must wait for a core to be said to lack CPU
 
 
 @dataclass
@@ -64,6 +77,10 @@ class RankShares:
     frames: dict[str, float] = field(default_factory=dict)  # innermost Python frame (and line) of WORK samples -> share
     loader_busy: float | None = None  # busy share of its DataLoader workers' samples (analysis/loader_workers.py)
     loader_samples: int = 0
+    # from the kernel's counters over the same window (exact, not sampled): the share of wall time its main thread
+    # ran on a core, and waited for one; None where the collector could not read them
+    on_core: float | None = None
+    core_wait: float | None = None
 
 
 @dataclass
@@ -185,7 +202,9 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             coords=record.identity.coords_label(), group=f"pp={coords.pp}" if coords and _pipelined(collection)
             else "the job", samples=samples, shares=shares, peer_wait=peer_wait,
             call_wait=peer_wait - shares.get("ddp-reducer", 0.0) if ddp else peer_wait, frames=frames,
-            loader_busy=busy, loader_samples=busy_samples))
+            loader_busy=busy, loader_samples=busy_samples,
+            on_core=profile.cpu.on_core / profile.cpu.seconds if profile.cpu else None,
+            core_wait=profile.cpu.waiting / profile.cpu.seconds if profile.cpu else None))
     groups: dict[str, list[RankShares]] = defaultdict(list)
     for shares in ranks:
         groups[shares.group].append(shares)
@@ -198,8 +217,9 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             measure, peers_wait, gap, needed = max(
                 (_gap(one, others, measure) for measure in ("peer_wait", "call_wait")),
                 key=lambda found: found[2] / found[3])
-            if gap > needed:
-                found = _straggler(one, others, peers_wait, gap, needed, measure)
+            work = _work_gap(one, others)
+            if gap > needed or (gap > 0 and work is not None and work[0] - work[1] > work[2]):
+                found = _straggler(one, others, peers_wait, gap, needed, measure, work)
                 in_phase = _only_in_phase(one, others) if found.instead and found.instead[0].what == "dataloader" \
                     else None
                 if in_phase:
@@ -262,8 +282,20 @@ def _gap(one: RankShares, others: list[RankShares], measure: str) -> tuple[str, 
     return measure, peers_wait, peers_wait - own, bar * max(needed, 3 * _mad(theirs))
 
 
+def _work_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, float] | None:
+    """(its main thread's share of the window on a core, its peers' median, what its excess must clear) from the
+    kernel's counters, where they were read for it and a peer; None otherwise. Exact where the samples are a
+    sample: at a rate bounded by the samplers' cost, a rank that computes more is seen here when its few samples
+    cannot tell its peers' wait for it from noise."""
+    peers = [m.on_core for m in others if m.on_core is not None]
+    if one.on_core is None or not peers:
+        return None
+    theirs = median(peers)
+    return one.on_core, theirs, max(MIN_GAP / 2, WORK_FLOOR * theirs, 3 * _mad(peers))
+
+
 def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap: float,
-               needed: float, measure: str = "peer_wait") -> Straggler:
+               needed: float, measure: str = "peer_wait", work: tuple[float, float, float] | None = None) -> Straggler:
     instead = []
     for what in one.shares:
         peers = median(m.shares.get(what, 0.0) for m in others)
@@ -280,6 +312,10 @@ def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap
     evidence = (f"{where} waited on its peers{outside} {own:.0%} of its samples; the {len(others)} other rank"
                 f"{'s' if len(others) > 1 else ''} of {one.group} waited {peers_wait:.0%} (median): {gap:.0%} of the "
                 f"time they waited for it (noise at {one.samples} samples: {needed:.0%})")
+    if gap <= needed:  # named for the work it does more, its peers' wait for it too short to stand alone
+        evidence += " (under it, but see its time on a core)"
+    if work is not None:
+        evidence += "; " + _work_evidence(one, others, work)
     busy = _loader_gap(one, others)
     if instead and instead[0].what == "dataloader" and busy is not None:
         evidence += (f"; its DataLoader workers were busy {busy[0]:.0%} of their samples, its peers' {busy[1]:.0%} "
@@ -290,6 +326,27 @@ def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap
                      "loader-bound job looks so): its loader workers were not profiled, and their speed would tell")
     return Straggler(ranks=[one.rank], coords=[one.coords], hosts=[one.host], waited_for=gap, own_wait=own,
                      peers_wait=peers_wait, threshold=needed, group=one.group, evidence=evidence, instead=instead[:6])
+
+
+def _work_evidence(one: RankShares, others: list[RankShares], work: tuple[float, float, float]) -> str:
+    """What the kernel's counters say of the straggler against its peers: more work on a core, more time waiting
+    for a core (a lower CPU share: other processes on its node), or neither (it waits on something else)."""
+    own, theirs, bar = work
+    said = f"its main thread ran on a core {own:.0%} of the time, its peers' {theirs:.0%} (median)"
+    if own - theirs > bar:
+        said += f": it computes {own / theirs - 1:.0%} more than they do (the kernel's count, not sampled)"
+    waits = [m.core_wait for m in others if m.core_wait is not None]
+    if one.core_wait is None or not waits:
+        return said
+    said += f"; it waited for a core {one.core_wait:.0%} of the time, its peers {median(waits):.0%}"
+    # waits for a core vary from rank to rank on a busy node (0.24-0.42 of the time among the reference trainer's
+    # healthy ranks on 2 cores): only a wide margin says the node's other work takes its CPU
+    if one.core_wait - median(waits) > max(CORE_WAIT_GAP, 3 * _mad(waits)):
+        said += ": other work on its node takes its CPU"
+    elif own - theirs <= bar:
+        said += (": no more work than theirs, no less CPU; what holds it up is off the CPU (a sleep, I/O, a lock, "
+                 "its loader)")
+    return said
 
 
 def _loader_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, float] | None:

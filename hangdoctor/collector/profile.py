@@ -9,7 +9,9 @@ loader from one that is only last in phase; their lines start `process PID:"CMD"
 --nonblocking reads the rank's memory while it runs: the rank is never stopped, and what it costs the job is the
 CPU py-spy itself takes on the node: measured in the samplers' first second, and where it is over the budget
 (`--profile-cost`: the job 2% slower) the samplers start again at a rate that fits (sampling_cost.py;
-bench/stragglers.py measures the job's iteration time with and without).
+bench/stragglers.py measures the job's iteration time with and without). Over the same window each rank's main
+thread's time on a core and waiting for one, and all its threads' time on a core, are read from the kernel's
+per-thread schedstat (exact, not sampled: analysis/stragglers.py tells a rank that computes more by it).
 
 Every wait is bounded: py-spy ends by itself after `seconds`; one that has not ended `GRACE` seconds later (or by
 the collection's deadline) is killed with its process group, and that rank's profile says so. Stdlib only.
@@ -34,10 +36,12 @@ MAX_RAW = 64 << 20  # bytes of one rank's raw profile read back: distinct stacks
 def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadline: float | None = None,
                cost_budget: float | None = None) -> dict:
     """{pid: profile}: every pid recorded at once. A profile is {"status", "error", "rate", "seconds", "samples",
-    "stacks": [[thread_id, thread_name, [frame, ... outermost first], count], ...], "rate_note"} with frames
-    as py-spy prints them ("name (file:line)"). `deadline` is time.monotonic()'s. With `cost_budget` (how much slower
-    the job may run: 0.02), the samplers' cost is measured over their first second (sampling_cost.py); where it is
-    over the budget they are ended and started again, for the whole `seconds`, at the rate that fits."""
+    "stacks": [[thread_id, thread_name, [frame, ... outermost first], count], ...], "rate_note", "cpu"} with frames
+    as py-spy prints them ("name (file:line)"), and "cpu" what the kernel counted of each rank's time on a core over
+    the same window (`_cpu_window`; absent where /proc has no schedstat). `deadline` is time.monotonic()'s. With
+    `cost_budget` (how much slower the job may run: 0.02), the samplers' cost is measured over their first second
+    (sampling_cost.py); where it is over the budget they are ended and started again, for the whole `seconds`, at
+    the rate that fits."""
     with tempfile.TemporaryDirectory(prefix="hangdoctor-profile-") as folder:
         results, running = _start(pyspy, pids, seconds, rate, folder)
         note = ""
@@ -50,8 +54,10 @@ def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadli
         end_by = time.monotonic() + seconds + GRACE
         if deadline is not None:
             end_by = min(end_by, deadline)
+        cpu_from, cpu_since, since = _cpu_times(pids), time.monotonic(), time.time()
         while any(proc.poll() is None for _, proc, *_ in running) and time.monotonic() < end_by:
             time.sleep(0.1)
+        cpu = _cpu_window(cpu_from, _cpu_times(pids), time.monotonic() - cpu_since, since)
         for pid, proc, started, out, err in running:
             timed_out = proc.poll() is None
             returncode = children.end(proc)
@@ -69,9 +75,40 @@ def record_all(pyspy: str, pids: list[int], *, seconds: float, rate: int, deadli
                 result.update(status=dump.outcome(pid, returncode or 1, b"", said.encode(), json_out=False)["status"]
                               if said else dump.ERROR,
                               error=said or f"py-spy record exited with {returncode} and wrote no profile")
-        for result in results.values():
+        for pid, result in results.items():
             result["rate_note"] = note
+            if pid in cpu:
+                result["cpu"] = cpu[pid]
     return results
+
+
+def _cpu_times(pids: list[int]) -> dict[int, tuple[int, int, int]]:
+    """{pid: (ns its main thread ran on a core, ns it waited for one, ns all its threads ran)} now."""
+    found = {}
+    for pid in pids:
+        every, _ = sampling_cost.thread_times(pid)
+        main, waited = sampling_cost.thread_times(pid, only=pid)
+        if every:
+            found[pid] = (main, waited, every)
+    return found
+
+
+def _cpu_window(before: dict, after: dict, seconds: float, since: float) -> dict[int, dict]:
+    """Per rank, over the profile's window, from the kernel's schedstat (exact, not sampled): {"since": when the
+    window began (epoch seconds: the samplers at the rate they kept), "seconds",
+    "on_core": seconds its main thread ran on a core, "waiting": seconds it waited for one, "all_on_core": every
+    thread's}. A rank whose counters went backwards (a thread ended: its share is gone) or whose window is empty is
+    left out: nothing is said of it rather than something wrong."""
+    window = {}
+    for pid, (main, waited, every) in after.items():
+        if pid not in before or seconds <= 0:
+            continue
+        deltas = [now - then for now, then in zip((main, waited, every), before[pid])]
+        if min(deltas) < 0:
+            continue
+        window[pid] = {"since": round(since, 3), "seconds": round(seconds, 3), "on_core": round(deltas[0] / 1e9, 4),
+                       "waiting": round(deltas[1] / 1e9, 4), "all_on_core": round(deltas[2] / 1e9, 4)}
+    return window
 
 
 def _start(pyspy: str, pids: list[int], seconds: float, rate: int, folder: str) -> tuple[dict, list]:

@@ -77,15 +77,17 @@ def _ticks() -> int:
         return 100
 
 
-def _thread_times(pid: int) -> tuple[int, int]:
-    """Nanoseconds a process's threads ran on a core and waited for one (each thread's schedstat; 0 where the kernel
-    keeps none, or a thread ended between the listing and the read)."""
+def thread_times(pid: int, only: int | None = None) -> tuple[int, int]:
+    """Nanoseconds a process's threads (or its thread `only`) ran on a core and waited for one (each thread's
+    schedstat; 0 where the kernel keeps none, or a thread ended between the listing and the read)."""
     run = wait = 0
     try:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return 0, 0
     for tid in threads:
+        if only is not None and tid != str(only):
+            continue
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as file:
                 values = file.read().split()
@@ -101,7 +103,7 @@ def _process_times(pid: int, tick: int) -> tuple[float, float, float] | None:
     stat = procs.read_stat(pid)
     if stat is None:
         return None
-    run, wait = _thread_times(pid)
+    run, wait = thread_times(pid)
     return stat["ticks"] / tick, run / 1e9, wait / 1e9
 
 
@@ -147,7 +149,7 @@ def snapshot(pids: list[int]) -> CpuSnapshot | None:
 def _all_waits() -> float:
     """Seconds every task of the node has waited for a core (one pass over /proc)."""
     try:
-        return sum(_thread_times(pid)[1] for pid in procs.all_pids()) / 1e9
+        return sum(thread_times(pid)[1] for pid in procs.all_pids()) / 1e9
     except OSError:
         return 0.0
 

@@ -3,13 +3,14 @@
 The collector stores each distinct frame once per node (`profile_frames`, as py-spy's raw format prints it:
 "name (file:line)") and each rank's stacks as [thread id, thread name, [frame index, ... outermost first],
 count]; its child processes' (DataLoader workers) as `children`: [{"pid", "stacks"}], and `rate_note`, what the
-samplers cost on the node (both absent in files of older collectors). Anything else is damage: ValueError, and the node file is refused with the reason.
+samplers cost on the node, and `cpu`, what the kernel counted of the rank's time on a core over the window:
+{"seconds", "on_core", "waiting", "all_on_core"} (each absent in files of older collectors). Anything else is damage: ValueError, and the node file is refused with the reason.
 """
 
 from __future__ import annotations
 
 from hangdoctor.formats import frames as interned
-from hangdoctor.model import OK, ChildProfile, Frame, ProfiledStack, RankProfile
+from hangdoctor.model import OK, ChildProfile, CpuTime, Frame, ProfiledStack, RankProfile
 
 
 def frame_from_label(label: str) -> Frame:
@@ -48,7 +49,19 @@ def read_profile(raw: object, table: list[Frame], pid: int) -> RankProfile:
     return RankProfile(status=status if stacks or status != OK else "error", error=error, rate=rate,
                        seconds=float(seconds), samples=samples, stacks=stacks,
                        children=tuple(ChildProfile(c["pid"], _stacks(c["stacks"], table, pid)) for c in children),
-                       rate_note=rate_note)
+                       rate_note=rate_note, cpu=_cpu(raw.get("cpu"), pid))
+
+
+CPU_FIELDS = ("seconds", "on_core", "waiting", "all_on_core")
+
+
+def _cpu(raw: object, pid: int) -> CpuTime | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not all(type(raw.get(k)) in (int, float) and raw[k] >= 0 for k in CPU_FIELDS) \
+            or raw["seconds"] <= 0:
+        raise ValueError(f"profile of pid {pid}: cpu is not {{{', '.join(CPU_FIELDS)}}} of seconds")
+    return CpuTime(*(float(raw[k]) for k in CPU_FIELDS))
 
 
 def _stacks(raw: list, table: list[Frame], pid: int) -> tuple[ProfiledStack, ...]:

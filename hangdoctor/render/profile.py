@@ -36,6 +36,8 @@ def finding_to_dict(finding: ProfileFinding) -> dict:
             "shares": {k: round(v, 4) for k, v in r.shares.items()},
             "loader_busy": None if r.loader_busy is None else round(r.loader_busy, 4),
             "loader_samples": r.loader_samples,
+            "on_core": None if r.on_core is None else round(r.on_core, 4),
+            "core_wait": None if r.core_wait is None else round(r.core_wait, 4),
         } for r in finding.ranks],
         "unprofiled": [{"rank": rank, "why": why} for rank, why in finding.unprofiled],
         "notes": finding.notes,
@@ -75,8 +77,9 @@ def render_text(report: dict) -> str:
         shares = ", ".join(f"{k} {v:.0%}" for k, v in list(r["shares"].items())[:4])
         workers = "" if r["loader_busy"] is None else f"; its DataLoader workers busy {r['loader_busy']:.0%}"
         outside = "" if r["call_wait"] == r["peer_wait"] else f"; outside backward {r['call_wait']:.0%}"
+        core = "" if r.get("on_core") is None else f"; on a core {r['on_core']:.0%} (kernel's count)"
         lines.append(f"{r['rank']:>6}  {r['coords']:<16} {r['host']:<12} {r['samples']:>7}  {r['peer_wait']:>14.0%}  "
-                     f"{shares}{outside}{workers}")
+                     f"{shares}{outside}{workers}{core}")
     for u in report["unprofiled"]:
         lines.append(f"{u['rank']:>6}  not profiled: {u['why']}")
     return "\n".join(lines) + "\n"
