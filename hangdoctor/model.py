@@ -226,7 +226,7 @@ class Collection:
     samples: int = 1  # samples requested per rank
     interval: float = 0.0  # seconds between samples
     warnings: list[str] = field(default_factory=list)
-    whole_job: bool = True  # False when the user picked processes (--pid): absent ranks are not "missing"
+    whole_job: bool = True  # False when `--pid` picked some of a launcher's ranks: absent ranks are not "missing"
     set_aside: list[SetAside] = field(default_factory=list)  # launchers and workers, never counted as ranks
     source_lines: dict[tuple[str, int], str] = field(default_factory=dict)  # (file, line) -> text, read on the node
     source_blocks: dict[tuple[str, int], dict] = field(default_factory=dict)  # (file, line) -> loops, conditions

@@ -45,7 +45,7 @@ UNRESPONSIVE_REASONS = {
     GONE: "it exited during collection",
     NOT_PYTHON: "not Python: py-spy found no Python interpreter in it",
     ERROR: "py-spy failed on it",
-    MISSING: "no collector found it (it exited before collection, or its node did not answer)",
+    MISSING: "no collector found it (it exited before collection, was never started, or its node did not answer)",
     NO_FR_DUMP: "no Flight Recorder dump of it was read (none given, or its file unreadable; see the errors)",
 }
 _UNRESPONSIVE_SURE = {STOPPED: "high", D_STATE: "high", GONE: "medium", MISSING: "medium"}

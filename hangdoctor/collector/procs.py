@@ -86,6 +86,24 @@ def all_pids() -> list:
     return sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
 
 
+def left_out_siblings(pids: list[int]) -> list[int]:
+    """The processes that run the same command line as a given one beside it (its parent's other children), not
+    given themselves: `attach --pid` of some of a launcher's ranks, not all of them. One pass over /proc."""
+    given = set(pids)
+    wanted = {}  # (parent, command line) of each given process
+    for pid in pids:
+        stat, cmdline = read_stat(pid), read_cmdline(pid)
+        if stat is not None and cmdline:
+            wanted[(stat["ppid"], tuple(cmdline))] = pid
+    parents = {parent for parent, _ in wanted}
+    left = []
+    for pid in all_pids():
+        stat = None if pid in given else read_stat(pid)
+        if stat is not None and stat["ppid"] in parents and (stat["ppid"], tuple(read_cmdline(pid))) in wanted:
+            left.append(pid)
+    return left
+
+
 def ancestors(pid: int) -> set:
     """pid and every process above it, up to init."""
     seen = set()

@@ -271,6 +271,13 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     except (CommandError, KeyboardInterrupt):
         remove_empty(created)  # nothing was collected: leave no empty folder behind
         raise
+    if args.pid:  # some of a launcher's ranks given and not others: those absent are not missing (formats/load.py)
+        from hangdoctor.collector.procs import left_out_siblings
+
+        left_out = left_out_siblings(args.pid)
+        for doc in gathered.docs:
+            if isinstance(doc.get("options"), dict):
+                doc["options"]["left_out"] = left_out
     save_docs(folder, gathered)
     # Imported only now: an attach that finds nothing never pays for the analysis (importing it in a thread
     # during the dumps was measured slower on two cores: it competes with the /proc scan and with py-spy).
@@ -287,7 +294,6 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     collection = collection_from_docs(gathered.docs, flags, source=gathered.source, samples=args.samples,
                                       interval=args.interval if args.samples > 1 else 0.0,
                                       warnings=gathered.warnings, failed_nodes=gathered.failed, table=table)
-    collection.whole_job = not args.pid
     if not collection.records:
         skipped = sum(len(d.get("skipped") or []) for d in gathered.docs)
         raise CommandError(f"no rank of {gathered.source} found" + (f" ({skipped} launcher processes set aside)"

@@ -95,6 +95,7 @@ class Extras:
     native: bool = False  # a collector was asked for native frames
     flight_recorder: list = field(default_factory=list)  # FrDump per rank
     fr_unread: list[int] = field(default_factory=list)  # ranks whose Flight Recorder file could not be read
+    left_out: list[int] = field(default_factory=list)  # pids `attach --pid` left out beside those it was given
 
 
 def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport], list[Found]]:
@@ -134,6 +135,7 @@ def read_file(path: Path, extras: Extras | None = None) -> tuple[list[NodeReport
                 raise InputError(f"{path}: damaged hangdoctor node file ({exc})") from None
             options = data.get("options")
             extras.native = extras.native or bool(isinstance(options, dict) and options.get("native"))
+            extras.left_out += left_out_of(data)
             return [report], found
         if isinstance(data, list):
             try:
@@ -367,10 +369,32 @@ def load_paths(paths: list[Path], flags: TopologyFlags, table: WaitTable | None 
             raise InputError(errors[0])
         raise InputError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
     what = f"{total} file{'s' if total != 1 else ''}"
-    return build_collection(merge_same_host(reports), found, flags, source=what, warnings=extras.notes, table=table,
-                            partial=extras.partial, source_lines=extras.source_lines, native=extras.native,
-                            flight_recorder=extras.flight_recorder, errors=errors,
-                            source_blocks=extras.source_blocks, fr_unread=extras.fr_unread)
+    collection = build_collection(merge_same_host(reports), found, flags, source=what, warnings=extras.notes,
+                                  table=table, partial=extras.partial, source_lines=extras.source_lines,
+                                  native=extras.native, flight_recorder=extras.flight_recorder, errors=errors,
+                                  source_blocks=extras.source_blocks, fr_unread=extras.fr_unread)
+    return picked(collection, extras.left_out)
+
+
+def left_out_of(doc: dict) -> list[int]:
+    """The pids a node's `attach --pid` left out beside those it was given (collector options' `left_out`)."""
+    options = doc.get("options")
+    left = options.get("left_out") if isinstance(options, dict) else None
+    return [pid for pid in left if type(pid) is int] if isinstance(left, list) else []
+
+
+def picked(collection: Collection, left_out: list[int]) -> Collection:
+    """Where `attach --pid` was given some of a launcher's ranks and not others, the ranks absent here were not
+    looked at: they are not counted missing, and a note says so. Given all of them (every rank of the job on its
+    node), an absent rank is on no node looked at, or exited, or never started: missing, as in a whole job's
+    collection. The same for attach's own verdict and for `analyze` of its saved node files."""
+    if left_out:
+        collection.whole_job = False
+        shown = ", ".join(map(str, sorted(left_out)[:8])) + (" ..." if len(left_out) > 8 else "")
+        collection.warnings.append(f"--pid left out {len(left_out)} process{'es' if len(left_out) > 1 else ''} "
+                                   f"beside those given, running the same command under the same parent (pids "
+                                   f"{shown}): ranks absent here were not looked at, so none is counted missing")
+    return collection
 
 
 def _starts_with(path: Path, prefix: bytes) -> bool:
@@ -424,8 +448,9 @@ def collection_from_docs(docs: list[dict], flags: TopologyFlags, *, source: str,
         report, node_found = read_node_doc(doc)
         reports.append(report)
         found += node_found
-    return build_collection(reports, found, flags, source=source, samples=samples, interval=interval,
-                            warnings=warnings, table=table, source_lines=source_lines_of(docs),
-                            source_blocks=source_blocks_of(docs),
-                            native=any((d.get("options") or {}).get("native") for d in docs),
-                            flight_recorder=flight_recorder[0], errors=flight_recorder[1])
+    collection = build_collection(reports, found, flags, source=source, samples=samples, interval=interval,
+                                  warnings=warnings, table=table, source_lines=source_lines_of(docs),
+                                  source_blocks=source_blocks_of(docs),
+                                  native=any((d.get("options") or {}).get("native") for d in docs),
+                                  flight_recorder=flight_recorder[0], errors=flight_recorder[1])
+    return picked(collection, [pid for doc in docs for pid in left_out_of(doc)])
