@@ -4,8 +4,9 @@ For `attach --profile SECONDS` (a slow job, not a hung one): one `py-spy record`
 each sampling its rank `rate` times a second for `seconds`, idle threads included (a rank waiting in a
 collective sleeps in the kernel: without --idle its waits would not be counted), each thread's stacks told apart
 (--threads), in py-spy's raw format ("collapsed" stacks: `thread (TID): NAME;outer;...;inner COUNT`). The rank's
-child processes are sampled by the same py-spy (--subprocesses: its DataLoader workers, whose speed tells a slow
-loader from one that is only last in phase; their lines start `process PID:"CMD";`), kept apart as `children`.
+child processes are sampled by the same py-spy (--subprocesses, given only to a rank that has children when the
+profile starts: its DataLoader workers, whose speed tells a slow loader from one that is only last in phase; their
+lines start `process PID:"CMD";`), kept apart as `children`.
 --nonblocking reads the rank's memory while it runs: the rank is never stopped, and what it costs the job is the
 CPU py-spy itself takes on the node: measured in the samplers' first second, and where it is over the budget
 (`--profile-cost`: the job 2% slower) the samplers start again at a rate that fits (sampling_cost.py;
@@ -26,7 +27,7 @@ import tempfile
 import time
 
 from hangdoctor.clicore import children
-from hangdoctor.collector import dump, sampling_cost
+from hangdoctor.collector import dump, procs, sampling_cost
 
 GRACE = 10.0  # seconds after `seconds` for py-spy to start, write its file and exit
 SETTLE, WINDOW = 0.5, 1.0  # seconds: the samplers' start-up, then the window their cost is measured over
@@ -115,11 +116,14 @@ def _start(pyspy: str, pids: list[int], seconds: float, rate: int, folder: str) 
     """One `py-spy record` per pid, all started now: (the results to fill, [(pid, proc, started, out, err)])."""
     results: dict[int, dict] = {}
     running = []
+    parents = _with_children(pids)
     for pid in pids:
         out, err = os.path.join(folder, f"{pid}-{rate}.txt"), os.path.join(folder, f"{pid}-{rate}.err")
+        # --subprocesses only where there are children to sample: py-spy then watches the process tree all along,
+        # which cost the reference trainer (no children) 2 points of its iteration time at 9/s (docs/BENCHMARKS.md)
         argv = [pyspy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
-                "--rate", str(rate), "--nonblocking", "--idle", "--threads", "--subprocesses", "--format", "raw",
-                "--output", out]
+                "--rate", str(rate), "--nonblocking", "--idle", "--threads",
+                *(["--subprocesses"] if pid in parents else []), "--format", "raw", "--output", out]
         results[pid] = {"status": dump.ERROR, "error": "", "rate": rate, "seconds": 0.0, "samples": 0,
                         "stacks": [], "children": []}
         try:
@@ -131,6 +135,20 @@ def _start(pyspy: str, pids: list[int], seconds: float, rate: int, folder: str) 
             continue
         running.append((pid, proc, time.monotonic(), out, err))
     return results, running
+
+
+def _with_children(pids: list[int]) -> set[int]:
+    """Those of `pids` that have a child process now (a DataLoader's workers, ...): one pass over /proc."""
+    wanted, found = set(pids), set()
+    try:
+        every = procs.all_pids()
+    except OSError:
+        return wanted  # cannot tell: sample children wherever there may be some
+    for pid in every:
+        stat = procs.read_stat(pid)
+        if stat is not None and stat["ppid"] in wanted:
+            found.add(stat["ppid"])
+    return found
 
 
 def _fit_rate(pids: list[int], running: list, rate: int, budget: float, deadline: float | None) -> tuple[int, str]:
@@ -187,21 +205,25 @@ def _owner(line: str) -> tuple[int, str]:
 
 
 def parse_raw_line(line: str) -> list | None:
-    """`thread (TID): NAME;outer (f.py:1);inner (g.py:2) COUNT` -> [tid, name, [frames outermost first], count]."""
+    """`thread (TID): NAME;outer (f.py:1);inner (g.py:2) COUNT` -> [tid, name, [frames outermost first], count].
+    A thread py-spy knows no name of (a process that never imported `threading`) is `thread (TID);outer;...`."""
     body, _, count = line.rstrip().rpartition(" ")
     if not body or not count.isdigit():
         return None
     tid = 0
     if body.startswith("thread ("):
-        head, sep, rest = body.partition("): ")
-        if not sep:
-            return None
+        head, sep, rest = body.partition(")")
         number = head[len("thread ("):]
         try:
             tid = int(number, 16) if number.startswith("0x") else int(number)
         except ValueError:
             return None
-        body = rest
+        if rest.startswith(": "):
+            body = rest[2:]
+        elif rest.startswith(";"):
+            body = rest  # no name: what follows the ";" is the frames
+        else:
+            return None
     name, _, frames = body.partition(";")
     return [tid, name, [f for f in frames.split(";") if f], int(count)]
 

@@ -166,7 +166,9 @@ def measure(before: CpuSnapshot, after: CpuSnapshot, samplers: list[int], job: l
         return sum(max(0.0, after.processes[pid][field] - before.processes[pid][field]) for pid in pids
                    if pid in before.processes and pid in after.processes) / wall
 
-    return SamplingCost(rate=rate, cores=after.cores, samplers=delta(samplers, 0),
+    # the samplers' CPU from their threads' schedstat where the kernel keeps it (nanoseconds: a sampler of one
+    # child-less rank takes under a clock tick a second, which the tick count reads as nothing), else their ticks
+    return SamplingCost(rate=rate, cores=after.cores, samplers=max(delta(samplers, 0), delta(samplers, 1)),
                         idle=max(0.0, (after.idle - before.idle) / wall), ranks=delta(job, 1), waited=delta(job, 2),
                         all_waited=max(0.0, (after.waited - before.waited) / wall - delta(samplers, 2)),
                         processes=ranks or len(job))

@@ -83,6 +83,8 @@ def test_the_profile_is_read_again_from_the_node_files(slow_job, tmp_path):
                                                                                          "step (t.py:3)"], 17]),
     ("thread (0x7f00): pool;run (p.py:1) 2", [0x7F00, "pool", ["run (p.py:1)"], 2]),
     ("MainThread;f (a.py:1) 5", [0, "MainThread", ["f (a.py:1)"], 5]),
+    ("thread (11537);<module> (<string>:1) 99", [11537, "", ["<module> (<string>:1)"], 99]),  # no threading: no name
+    ("thread (11537)x;f (a.py:1) 3", None),
     ("thread (12): MainThread;f (a.py:1) many", None),
     ("", None),
 ])
