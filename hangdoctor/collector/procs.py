@@ -86,22 +86,24 @@ def all_pids() -> list:
     return sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
 
 
+def parents() -> dict[int, int]:
+    """{pid: its parent's pid} of every process now (one pass over /proc; a process gone meanwhile is left out)."""
+    found = {}
+    for pid in all_pids():
+        stat = read_stat(pid)
+        if stat is not None:
+            found[pid] = stat["ppid"]
+    return found
+
+
 def left_out_siblings(pids: list[int]) -> list[int]:
     """The processes that run the same command line as a given one beside it (its parent's other children), not
-    given themselves: `attach --pid` of some of a launcher's ranks, not all of them. One pass over /proc."""
-    given = set(pids)
-    wanted = {}  # (parent, command line) of each given process
-    for pid in pids:
-        stat, cmdline = read_stat(pid), read_cmdline(pid)
-        if stat is not None and cmdline:
-            wanted[(stat["ppid"], tuple(cmdline))] = pid
-    parents = {parent for parent, _ in wanted}
-    left = []
-    for pid in all_pids():
-        stat = None if pid in given else read_stat(pid)
-        if stat is not None and stat["ppid"] in parents and (stat["ppid"], tuple(read_cmdline(pid))) in wanted:
-            left.append(pid)
-    return left
+    given themselves: `attach --pid` of some of a launcher's ranks, not all of them."""
+    given, parent_of = set(pids), parents()
+    wanted = {(parent_of[pid], tuple(read_cmdline(pid))) for pid in pids if pid in parent_of}
+    wanted_parents = {parent for parent, _ in wanted}
+    return [pid for pid, parent in parent_of.items() if pid not in given and parent in wanted_parents
+            and (parent, tuple(read_cmdline(pid))) in wanted]
 
 
 def ancestors(pid: int) -> set:

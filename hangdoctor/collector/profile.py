@@ -87,8 +87,7 @@ def _cpu_times(pids: list[int]) -> dict[int, tuple[int, int, int]]:
     """{pid: (ns its main thread ran on a core, ns it waited for one, ns all its threads ran)} now."""
     found = {}
     for pid in pids:
-        every, _ = sampling_cost.thread_times(pid)
-        main, waited = sampling_cost.thread_times(pid, only=pid)
+        every, _, main, waited = sampling_cost.thread_times(pid)
         if every:
             found[pid] = (main, waited, every)
     return found
@@ -139,16 +138,10 @@ def _start(pyspy: str, pids: list[int], seconds: float, rate: int, folder: str) 
 
 def _with_children(pids: list[int]) -> set[int]:
     """Those of `pids` that have a child process now (a DataLoader's workers, ...): one pass over /proc."""
-    wanted, found = set(pids), set()
     try:
-        every = procs.all_pids()
+        return set(pids) & set(procs.parents().values())
     except OSError:
-        return wanted  # cannot tell: sample children wherever there may be some
-    for pid in every:
-        stat = procs.read_stat(pid)
-        if stat is not None and stat["ppid"] in wanted:
-            found.add(stat["ppid"])
-    return found
+        return set(pids)  # cannot tell: sample children wherever there may be some
 
 
 def _fit_rate(pids: list[int], running: list, rate: int, budget: float, deadline: float | None) -> tuple[int, str]:

@@ -77,24 +77,26 @@ def _ticks() -> int:
         return 100
 
 
-def thread_times(pid: int, only: int | None = None) -> tuple[int, int]:
-    """Nanoseconds a process's threads (or its thread `only`) ran on a core and waited for one (each thread's
-    schedstat; 0 where the kernel keeps none, or a thread ended between the listing and the read)."""
-    run = wait = 0
+def thread_times(pid: int) -> tuple[int, int, int, int]:
+    """Nanoseconds a process's threads ran on a core and waited for one, then the same of its main thread (the one
+    whose id is the pid): each thread's schedstat, 0 where the kernel keeps none or a thread ended between the
+    listing and the read."""
+    run = wait = main_run = main_wait = 0
     try:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return 0, 0
+        return 0, 0, 0, 0
     for tid in threads:
-        if only is not None and tid != str(only):
-            continue
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as file:
                 values = file.read().split()
-            run, wait = run + int(values[0]), wait + int(values[1])
+            ran, waited = int(values[0]), int(values[1])
         except (OSError, IndexError, ValueError):
             continue
-    return run, wait
+        run, wait = run + ran, wait + waited
+        if tid == str(pid):
+            main_run, main_wait = ran, waited
+    return run, wait, main_run, main_wait
 
 
 def _process_times(pid: int, tick: int) -> tuple[float, float, float] | None:
@@ -103,7 +105,7 @@ def _process_times(pid: int, tick: int) -> tuple[float, float, float] | None:
     stat = procs.read_stat(pid)
     if stat is None:
         return None
-    run, wait = thread_times(pid)
+    run, wait, *_ = thread_times(pid)
     return stat["ticks"] / tick, run / 1e9, wait / 1e9
 
 
@@ -111,13 +113,11 @@ def with_descendants(pids: list[int]) -> list[int]:
     """These processes and every process below them (one pass over /proc)."""
     children: dict[int, list[int]] = {}
     try:
-        every = procs.all_pids()
+        parent_of = procs.parents()
     except OSError:
         return list(pids)
-    for pid in every:
-        stat = procs.read_stat(pid)
-        if stat is not None:
-            children.setdefault(stat["ppid"], []).append(pid)
+    for pid, parent in parent_of.items():
+        children.setdefault(parent, []).append(pid)
     found, todo = {}, list(pids)  # a dict: insertion order, and membership at once
     while todo:
         pid = todo.pop()
