@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.hangdoctor.corpus.check import CORPUS, CONFIDENT, entries, unfold  # noqa: E402
+from tests.hangdoctor.corpus.check import CORPUS, CONFIDENT, entries, form_name, unfold  # noqa: E402
 
 
 def verdict_of(tree: Path, case: Path, entry: dict) -> dict:
@@ -58,7 +58,7 @@ def score(tree: Path, prefixes: list[str]) -> list[dict]:
         if not any(case.name.startswith(p) for p in prefixes):
             continue
         data = json.loads((case / "case.json").read_text())
-        forms = {"+".join(e["paths"]): (e, x) for e, x in entries(case)}
+        forms = {form_name(e): (e, x) for e, x in entries(case)}
         primary = "attach" if data["origin"] in ("live", "gpu") and "attach" in forms else next(
             (k for k in forms if k.startswith("paste")), next(iter(forms)))
         text = next((k for k in forms if k.startswith("text/")), primary)

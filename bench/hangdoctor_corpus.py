@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.hangdoctor.corpus.check import cases, entries, problems, run_entry  # noqa: E402
+from tests.hangdoctor.corpus.check import cases, entries, form_name, problems, run_entry, source_args  # noqa: E402
 
 
 def first_suspects_of(tree: Path) -> tuple[int, int, int]:
@@ -40,8 +40,9 @@ def first_suspects_of(tree: Path) -> tuple[int, int, int]:
         for entry, expect in entries(case):
             if "first_suspect" not in expect:
                 continue
+            reads_source = (tree / "hangdoctor/formats/job_source.py").exists()  # older trees read none
             argv = [sys.executable, "-m", "hangdoctor", "analyze", *(str(case / p) for p in entry["paths"]), "--json",
-                    *entry.get("args", [])]
+                    *entry.get("args", []), *(source_args(entry) if reads_source else [])]
             done = subprocess.run(argv, capture_output=True, text=True, cwd=tree, env={"PYTHONPATH": str(tree)},
                                   timeout=120)
             total += 1
@@ -88,7 +89,7 @@ def main() -> int:
                 code, verdict, _ = run_entry(case, entry)
                 if attempt == 0:
                     found = problems(verdict, expect, code) if verdict else ["no verdict"]
-                    wrong += [f"{'+'.join(entry['paths'])}: {p}" for p in found]
+                    wrong += [f"{form_name(entry)}: {p}" for p in found]
             times.append(time.perf_counter() - started)
         right += not wrong
         missed += bool(data.get("known_miss")) and bool(wrong)

@@ -423,7 +423,8 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
      "FIFO (named pipe) that no process has open at its other end"),
     ("io", r"\.(recv|recv_into|recvfrom|recvmsg|accept|sendall)\(", "socket",
      "a socket call made from this line (torch.distributed's recv has Python frames of its own below the caller)"),
-    ("lock", r"\.(acquire|join)\(", "thread wait", "a lock or a join"),
+    # a join of a thread, process or queue takes no argument but a timeout (a string's or a path's join takes parts)
+    ("lock", r"\.acquire\(|\.join\(\s*(timeout\s*=[^)]*|[\d.]+|[\w.]*time\w*)?\s*\)", "thread wait", "a lock or a join"),
     ("lock", r"\b(fcntl\.)?(flock|lockf)\(", "file lock",
      "a file lock (flock/lockf): held by another process, perhaps a child that inherited it"),
     ("lock", r"(?i)^\s*(async\s+)?with\b[^#]*(lock|mutex|semaphore|cond\b|condition\b)\w*[^#]*:", "thread wait",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.call_semantics import ROWS, CallMeaning, meaning
 from hangdoctor.analysis.places import Place
-from hangdoctor.analysis.ranks import BUSY, RankView
+from hangdoctor.analysis.ranks import BUSY, STUCK, RankView
 from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.model import MISSING
 from hangdoctor.topology import ParallelDims, fold_ranks
@@ -110,7 +110,7 @@ def build_graph(places: list[Place], silent: dict[str, list[int]], dims: Paralle
     for node in nodes:
         for rank in node.ranks:
             node_of[rank] = node.id
-    gpu_job = any(p.gpu for p in places)
+    gpu_job = any(p.gpu or _stuck_on_device(p) for p in places)
     edges: list[Edge] = []
     for node in nodes:
         if node.state == COMMUNICATING:
@@ -215,6 +215,14 @@ def _by_elimination(edges: list[Edge], nodes: list[Node]) -> list[Edge]:
             if id(e) in sure else e for e in edges]
 
 
+def _stuck_on_device(place: Place) -> bool:
+    """Ranks whose GPU use nobody knows (a py-spy dump without native frames) found at one synchronising line
+    (`.item()`, read from its source) in every one of two samples or more: on a CPU tensor such a call returns at
+    once, so they wait on a device, and the job's collectives are a GPU's (NCCL returns before they complete)."""
+    return (place.gpu is None and place.wait is not None and place.wait.kind == "device-sync"
+            and place.progress.get(STUCK, 0) == len(place.ranks) and all(v.answered >= 2 for v in place.views))
+
+
 def _device_edges(node: Node, nodes: list[Node], edges: list[Edge]) -> list[Edge]:
     """A rank waiting on its GPU waits for the asynchronous collectives it issued, which need every member to
     issue them too: a rank that is out of the job's calls (idle in a task loop, a local wait, gone) is the likely
@@ -280,7 +288,9 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
         strength, why = "assumed", "a collective whose group the stacks do not show: assumed to be the default group"
         if (via[1] if via else place.wait).kind == "p2p":
             strength, why = "possible", "a point-to-point call whose peer the stacks do not show (add --locals)"
-        elif gpu_job and other.state in (DEVICE, OUTSIDE):
+        elif (gpu_job and other.state in (DEVICE, OUTSIDE)) or (
+                other.state == DEVICE and other.place is not None and other.place.gpu is not False):
+            # a rank waiting on a device (or one whose GPU nobody knows, at `.item()`) may be past the call
             strength, why = "possible", ("a rank past the call may have issued it already (NCCL returns before "
                                          "it completes)")
         edges.append(Edge(node.id, other.id, other.ranks, strength, why))

@@ -75,27 +75,43 @@ def frame_blocks(infos: list) -> dict:
         ranges = parsed[path]
         if ranges is None:
             continue
-        blocks[key] = {kind: sorted([first, last] for k, first, last, *_ in ranges if k == kind and first <= line <= last)
-                       for kind in ("loops", "conditions", "withs")}
-        blocks[key]["loop_vars"] = sorted([first, last, list(names)] for k, first, last, *rest in ranges
-                                          if k == "loop_vars" and first <= line <= last for names in rest)
-        blocks[key]["tests"] = sorted([first, last, text] for k, first, last, *rest in ranges
-                                      if k == "tests" and first <= line <= last for text in rest)
+        blocks[key] = blocks_at(ranges, line)
     return blocks
+
+
+def blocks_at(ranges: list, line: int) -> dict:
+    """The loops, branches and `with` statements of a file (`ranges_of`) that enclose one line, innermost last."""
+    blocks = {kind: sorted([first, last] for k, first, last, *_ in ranges if k == kind and first <= line <= last)
+              for kind in ("loops", "conditions", "withs")}
+    blocks["loop_vars"] = sorted([first, last, list(names)] for k, first, last, *rest in ranges
+                                 if k == "loop_vars" and first <= line <= last for names in rest)
+    blocks["tests"] = sorted([first, last, text] for k, first, last, *rest in ranges
+                             if k == "tests" and first <= line <= last for text in rest)
+    return blocks
+
+
+def ranges_of(path: str) -> list | None:
+    """`_ranges` of one file, None where it cannot be read or parsed."""
+    import ast
+
+    return _ranges(path, ast)
 
 
 def _ranges(path: str, ast) -> list | None:
     """Every loop's lines, every branch of every if statement and every `with` statement (from its own line: a
     rank waiting to enter it is at that line) in a file, as (kind, first, last); each for-loop also as
     ("loop_vars", first, last, its target names), each branch as ("tests", first, last, its `if`'s test as
-    written, "not ..." for an else, or for what follows an `if` that ends in continue, break, return or raise)."""
+    written, "not ..." for an else, or for what follows an `if` that ends in continue, break, return or raise);
+    each function as ("defs", first, last, its name)."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     found = []
     for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(("defs", node.lineno, node.end_lineno or node.lineno, node.name))
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             found.append(("loops", node.lineno, node.end_lineno or node.lineno))
             if isinstance(node, (ast.For, ast.AsyncFor)):  # its counter: `for step in ...`, `for i, batch in ...`

@@ -29,6 +29,7 @@ from hangdoctor.analysis.rendezvous import rendezvous_wait
 from hangdoctor.analysis.verdict import diagnose
 from hangdoctor.commands.common import add_output_flags, add_rules_flag, add_topology_flags, show, topology_flags, wait_table
 from hangdoctor.commands.profile_out import print_profile
+from hangdoctor.formats import job_source
 from hangdoctor.formats.load import InputError, load_paths
 
 EXIT_CODES = {
@@ -49,6 +50,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true",
                         help="the slow-rank report from the time profiles in the node files (`attach --profile`'s "
                              "folder) instead of the hang verdict")
+    parser.add_argument("--source", type=Path, action="append", default=[], metavar="DIR",
+                        help="where the job's code is on this machine (repeatable): the frames' lines are read there "
+                             "where the dumps carry none (py-spy's dumps never do; attach's node files do). Without "
+                             "it, the directories of the scripts the ranks' command lines name are looked in")
+    parser.add_argument("--no-source", action="store_true",
+                        help="read no source file on this machine: judge the dumps by what they carry")
     add_rules_flag(parser)
     add_output_flags(parser)
 
@@ -85,6 +92,12 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"({', '.join(sorted({a.why for a in aside}))})" + (
                 ": no rank has started (the launchers wait in their rendezvous)" if rendezvous_wait(aside)
                 else ": the ranks' own dumps tell where the job hangs"))
+    if not args.no_source:
+        missing = [str(d) for d in args.source if not d.is_dir()]
+        if missing:
+            raise CommandError(f"--source {missing[0]}: not a folder", hint="give the folder the job's code is in",
+                               exit_code=EXIT_USAGE)
+        collection.warnings += job_source.note(job_source.read_job_source(collection, args.source), args.source)
     if args.profile:
         if not any(record.profile is not None for record in collection.records):
             raise CommandError("no time profile in the input", hint="`hangdoctor attach --profile SECONDS` takes them; "

@@ -5,7 +5,7 @@ case.json); see corpus/README.md."""
 
 import pytest
 
-from tests.hangdoctor.corpus.check import cases, entries, known_miss, problems, run_entry
+from tests.hangdoctor.corpus.check import cases, entries, form_name, known_miss, problems, run_entry
 
 def _marks(case, entry) -> list:
     """A form the case names as a known miss (its `known_miss`) is expected to fail, strictly: the day it passes,
@@ -14,7 +14,7 @@ def _marks(case, entry) -> list:
     return [pytest.mark.xfail(reason=why, strict=True)] if why else []
 
 
-PARAMS = [pytest.param(case, entry, expect, id=f"{case.name}:{'+'.join(entry['paths'])}", marks=_marks(case, entry))
+PARAMS = [pytest.param(case, entry, expect, id=f"{case.name}:{form_name(entry)}", marks=_marks(case, entry))
           for case in cases() for entry, expect in entries(case)]
 
 

@@ -36,7 +36,19 @@ def known_miss(case: Path, entry: dict) -> str:
     if not miss:
         return ""
     forms = miss.get("forms", "all")
-    return miss["why"] if forms == "all" or "+".join(entry["paths"]) in forms else ""
+    return miss["why"] if forms == "all" or form_name(entry) in forms else ""
+
+
+def form_name(entry: dict) -> str:
+    """An entry's form: its paths joined by '+', and '+source' where the job's code is read beside them."""
+    return "+".join(entry["paths"]) + ("+source" if entry.get("source") else "")
+
+
+def source_args(entry: dict) -> list[str]:
+    """What the entry's analysis may read beside its dumps: the job's code (this repository, where the corpus
+    programs are) where the entry says `"source": true`, else nothing on this machine (the dumps' own paths
+    would otherwise find files here that CI's clone has elsewhere)."""
+    return ["--source", str(CORPUS.parents[2])] if entry.get("source") else ["--no-source"]
 
 
 def unfold(text: str) -> list[int]:
@@ -50,7 +62,7 @@ def unfold(text: str) -> list[int]:
 def run_entry(case: Path, entry: dict) -> tuple[int, dict, str]:
     """(exit code, verdict, stderr) of `hangdoctor analyze --json` on the entry's paths."""
     out, err = io.StringIO(), io.StringIO()
-    argv = ["analyze", *(str(case / p) for p in entry["paths"]), "--json", *entry.get("args", [])]
+    argv = ["analyze", *(str(case / p) for p in entry["paths"]), "--json", *entry.get("args", []), *source_args(entry)]
     code = main(argv, out=Console(file=out, width=200), err=Console(file=err, width=200))
     text = out.getvalue()
     return code, (json.loads(text) if text.strip() else {}), err.getvalue()
