@@ -163,6 +163,11 @@ def measure(folder: str) -> dict:
     from hangdoctor.clicore.bulk import paused_gc
     from hangdoctor.formats.load import load_paths
     from hangdoctor.identity import TopologyFlags
+
+    try:
+        from hangdoctor.formats import job_source
+    except ImportError:  # a tree from before it (--against)
+        job_source = None
     from hangdoctor.render.html import render_html
     from hangdoctor.render.jsonout import verdict_to_dict
     from hangdoctor.render.terminal import render_verdict
@@ -171,6 +176,8 @@ def measure(folder: str) -> dict:
     with paused_gc(freeze=True):
         t0 = time.perf_counter()
         collection = load_paths([Path(folder)], TopologyFlags(tp=8, pp=16))
+        if job_source is not None:  # what `analyze` reads beside the dumps (the job's code, where it is here)
+            job_source.read_job_source(collection, [])
         t1 = time.perf_counter()
         verdict = diagnose(collection)
         t2 = time.perf_counter()

@@ -75,12 +75,16 @@ def read_job_source(collection: Collection, dirs: list[Path]) -> SourceRead:
 
 
 def _python_frames(collection: Collection):
-    """Each distinct Python frame of every thread of every sample, main threads first (where ranks part)."""
-    seen = set()
+    """Each distinct Python frame of every thread of every sample, main threads first (where ranks part). Stacks
+    are shared between ranks (the readers intern them): each is walked once."""
+    seen, stacks = set(), set()
     for record in collection.records:
         for sample in record.samples:
             main = sample.main_thread(record.identity.pid)
             for thread in ([main] if main is not None else []) + [t for t in sample.threads if t is not main]:
+                if id(thread.frames) in stacks:
+                    continue
+                stacks.add(id(thread.frames))
                 for frame in thread.frames:
                     if frame.native or frame.line <= 0 or not frame.file.endswith(".py") or frame in seen:
                         continue
