@@ -537,9 +537,13 @@ def _host_blocking(graph: WaitGraph, edges: list[Edge]) -> bool:
 
 def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reason: str,
            ranks: list[int] | None = None) -> Cause:
-    """ranks: the nodes' ranks that are the cause, when the edges name only some of them (default: all)."""
+    """ranks: the nodes' ranks that are the cause, when the edges name only some of them (default: the ranks the
+    others' edges name, not the merely possible ones: a rank that shares the nodes' place and that nobody waits
+    for is not the cause; all of them when no edge names fewer)."""
     ids = {n.id for n in nodes}
     edges = [e for n in nodes for e in graph.into.get(n.id, []) if e.waiter not in ids]
+    if ranks is None:
+        ranks = _waited_ranks(graph, [graph.nodes[e.waiter] for e in edges], nodes)
     return Cause([n.id for n in nodes], ranks or _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges)
 
 

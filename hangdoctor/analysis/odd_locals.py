@@ -27,7 +27,7 @@ from hangdoctor.topology import fold_ranks
 _BY_DESIGN = re.compile(r"(?:^|_)(?:rank|ranks|pid|ppid|tid|seed|device|port|addr|address|host|node|gpu|cuda|id|"
                         r"ident|time|now|timestamp|elapsed|start|started|deadline|world|local|fd)(?:_|$)", re.I)
 _WHOLE = re.compile(r"-?\d+")
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_ADDRESS = re.compile(r" at (?:0x[0-9a-fA-F]+|#\d+)")
 # True/False, None, an object (`<ProcessGroup>` once its address is gone), or a dict of those (a wrapper's
 # kwargs: {"group": None} on some ranks, {"group": <ProcessGroup>} on one): no text that varies by design
 _ATOM = r"(?:True|False|None|<[\w.]+>)"

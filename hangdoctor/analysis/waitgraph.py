@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangdoctor.analysis.call_semantics import ROWS, CallMeaning, meaning
+from hangdoctor.analysis.group_names import named_group_members
 from hangdoctor.analysis.places import Place
 from hangdoctor.analysis.ranks import BUSY, STUCK, RankView
 from hangdoctor.analysis.wait_rule import LOCAL_KINDS
@@ -270,6 +271,10 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
     if targets is not None:
         node.peers = evidence
         return _edges_to(node, targets, nodes, node_of, "explicit", evidence)
+    named = _named_group_targets(place, nodes) if via is None else None
+    if named is not None:
+        node.peers = named[1]
+        return _edges_to(node, named[0], nodes, node_of, "semantic", named[1])
     if found is not None and dims is not None:
         evidence = f"{found.row.says}: {PEER_WORDS[found.row.peers]}, placed in the topology"
         node.peers = evidence
@@ -336,6 +341,23 @@ def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int]
         return None, ""
     shown = sorted(names)
     return targets, f"{', '.join(shown[:3])}{' ...' if len(shown) > 3 else ''} in the locals of its wait"
+
+
+def _named_group_targets(place: Place, nodes: list[Node]) -> tuple[set[int], str] | None:
+    """The members of the subgroup every rank of the place calls on, read from the names its frames keep the
+    group and their coordinates under (group_names.py), the place's own ranks left out; None where any of its
+    ranks does not say."""
+    views = [v for other in nodes if other.place is not None for v in other.place.views if v.responded]
+    targets: set[int] = set()
+    said = ""
+    for view in place.views:
+        found = named_group_members(view, views)
+        if found is None:
+            return None
+        targets |= found[0]
+        said = said or found[1]
+    targets -= set(place.ranks)
+    return (targets, said) if targets else None
 
 
 def _stage_targets(place: Place, peers: str, dims: ParallelDims) -> set[int]:

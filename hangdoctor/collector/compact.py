@@ -9,8 +9,8 @@ threads. Two steps, both reversible:
   belong to one process; each sample's `threads` lists `[index, os_thread_id, thread_id]` (hangdoctor-node/2).
   This is the node's summary: its distinct stacks, and which rank holds which in each sample. The front end
   builds each distinct thread once per node and merges nodes by interning.
-`expand` gives back py-spy's output exactly from either form (with --locals, less the object addresses:
-`drop_addresses`). Stdlib only.
+`expand` gives back py-spy's output exactly from either form (with --locals, the object addresses numbered
+per process: `drop_addresses`). Stdlib only.
 """
 
 from __future__ import annotations
@@ -19,22 +19,31 @@ import json
 import re
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_ADDRESS = re.compile(r" at (0x[0-9a-fA-F]+)")
 
 
 def drop_addresses(doc: dict) -> dict:
     """py-spy --locals gives every local its object's address, and object reprs carry one too ("<Tensor at
-    0x7f..>"): no two ranks would share a frame. Both are dropped (in place), so that identical frames
-    factor again; the values that tell something (src=6, a shape, a string) stay."""
+    0x7f..>"): no two ranks would share a frame. Each address is replaced (in place) by its number within its
+    process, in the order met walking each stack from its outermost frame ("<ProcessGroup at #3>"), so that
+    identical frames factor again (the outer frames, a training loop's, number their objects alike on every rank)
+    while a process still shows which of its frames hold one same object (the group a collective runs on is its
+    caller's `cp_group`: analysis/group_names.py); the values that tell something (src=6, a shape) stay."""
     for proc in doc.get("processes", []):
+        numbers: dict[str, str] = {}
+
+        def number(match: re.Match) -> str:
+            return " at #" + numbers.setdefault(match.group(1), str(len(numbers) + 1))
+
         for sample in proc.get("samples", []):
             for thread in sample.get("pyspy_json") or []:
-                for frame in thread.get("frames") or [] if isinstance(thread, dict) else []:
+                frames = thread.get("frames") or [] if isinstance(thread, dict) else []
+                for frame in reversed(frames):
                     for local in frame.get("locals") or [] if isinstance(frame, dict) else []:
                         if isinstance(local, dict):
                             local.pop("addr", None)
                             if isinstance(local.get("repr"), str):
-                                local["repr"] = _ADDRESS.sub("", local["repr"])
+                                local["repr"] = _ADDRESS.sub(number, local["repr"])
     return doc
 
 
