@@ -232,13 +232,14 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if ahead is not None and ahead[1].left_loop and not many_left:  # it left the loop the others are still in
         node, order = ahead
         others = [n for n in nodes if n is not node]
+        one = len(_waited_ranks(graph, others, [node])) == 1  # the ranks of its place the others wait for
         # past the loop inside a branch on the rank (`if dp_rank == 0: save()`): a path the others never take
         went = (f"took a branch on the rank that {_who(others)} did not, past the loop {_verb(others, 'it is', 'they are')}"
                 f" still in ({order.why})" if order.rank_branch else
                 f"left the loop that {_who(others)} {_verb(others, 'is', 'are')} still in ({order.why})")
         reason = (f"{went}: "
-                  f"{_verb([node], 'it', 'they')} never entered {_calls(others)} and "
-                  f"{_verb([node], 'waits', 'wait')} in {_calls([node])} instead")
+                  f"{'it' if one else 'they'} never entered {_calls(others)} and "
+                  f"{'waits' if one else 'wait'} in {_calls([node])} instead")
         return [_cause(graph, [node], "medium", "program-order", reason)]
     sizes = sorted({len(n.ranks) for n in nodes})
     pairing = all(n.place is not None and n.place.wait is not None and n.place.wait.kind == "p2p" for n in nodes)
