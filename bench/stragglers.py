@@ -22,7 +22,8 @@ For each factor (1.05 = 5% slower, ...) and each trial:
   healthy trial's attach, in the same run (a ratio).
 Kinds: `sleep` (a rank held up outside Python's work: I/O, a lock), `compute` (Python arithmetic: on this
 2-core machine the 4 ranks share the cores, so compute-bound ranks also slow each other) and `loader` (a slow
-DataLoader worker; fixture only).
+DataLoader worker; fixture only) and `share` (a lower CPU share: the rank's niceness raised until the job's steps
+are F times as long, what other work on its node does; trainer and DDP example only).
 
     .venv/bin/python bench/stragglers.py --how sleep compute --trials 10 --seconds 5
     .venv/bin/python bench/stragglers.py --job trainer --how compute --factors 1.1 --trials 20 --seconds 20
@@ -279,7 +280,7 @@ def rescore(folder: Path, revs: list[str]) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--job", choices=("fixture", "trainer", "ddp-example"), default="fixture")
-    parser.add_argument("--how", nargs="+", default=["sleep", "compute"], choices=("sleep", "compute", "loader"))
+    parser.add_argument("--how", nargs="+", default=["sleep", "compute"], choices=("sleep", "compute", "loader", "share"))
     parser.add_argument("--factors", type=float, nargs="+", default=[1.05, 1.1, 1.2, 1.5])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -305,7 +306,10 @@ def main() -> int:
     if args.job == "trainer" and args.nproc != 4:
         parser.error("the trainer runs PP2 x DP2: --nproc 4")
     if args.job != "fixture" and "loader" in args.how:
-        parser.error("the injector slows a rank by compute or sleep; the loader kind is the fixture's")
+        parser.error("the injector slows a rank by compute, sleep or a lower CPU share; the loader kind is the "
+                     "fixture's")
+    if args.job == "fixture" and "share" in args.how:
+        parser.error("a lower CPU share is the injector's (--job trainer or ddp-example)")
     with tempfile.TemporaryDirectory(prefix="stragglers-") as folder:
         where = args.keep or Path(folder)
         every = [run_kind(args.job, how, args.factors, args.trials, args.seconds, args.rate, args.cost, args.nproc,

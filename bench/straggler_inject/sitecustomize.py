@@ -7,11 +7,12 @@ which every torch optimizer runs before its step: plain torch optimizers under D
 DeepSpeed's ZeRO-1 optimizer wraps (DeepSpeed steps it once per parameter group, so a step starts where a group
 already seen comes again). No line of the job changes.
 
-The control file, JSON, read again whenever it changes: {"rank": R, "factor": F, "how": "compute"|"sleep"}.
+The control file, JSON, read again whenever it changes: {"rank": R, "factor": F, "how": "compute"|"sleep"|"share"}.
 Rank R spends, before each of its optimizer steps, (F - 1) x its own healthy step time: the median time between
 its steps while no rank was slowed (the last 50 such steps; nothing is injected before 5 of them were seen), in
 Python arithmetic ("compute": the CPU is busy, its stack moves in Python frames) or in time.sleep ("sleep": held
-up outside Python's work). Rank -1 or factor 1: nobody is slowed.
+up outside Python's work), or ("share") by a lower CPU share: its threads' niceness raised until the job's steps
+take F times the healthy step (what other work on its node does to it). Rank -1 or factor 1: nobody is slowed.
 
 HD_STRAGGLER_TIMES=FILE: rank 0 appends "iteration N at T" (time.time()) at each of its steps, the iteration
 end times bench/stragglers.py reads (the same format as tests/hangdoctor/fixtures/slow_job.py's --times).
@@ -58,6 +59,7 @@ class _Injector:
         self.last_healthy = False  # whether nobody was slowed during the previous step
         self.healthy: list[float] = []
         self.steps = 0
+        self.share = _Share()
 
     def refresh(self) -> None:
         import json
@@ -93,18 +95,61 @@ class _Injector:
             self.healthy.append(now - self.last)
             del self.healthy[:-self.KEEP]
         self.last_healthy = healthy
-        if not healthy and self.rank == self.slow_rank and len(self.healthy) >= self.NEEDED:
+        slowed = not healthy and self.rank == self.slow_rank and len(self.healthy) >= self.NEEDED
+        if slowed and self.how == "share":
+            self.share.adjust(now - self.last, self.factor * sorted(self.healthy)[len(self.healthy) // 2])
+        elif slowed:
             ordered = sorted(self.healthy)
             extra = (self.factor - 1.0) * ordered[len(ordered) // 2]
             if self.how == "sleep":
                 time.sleep(extra)
             else:
                 _spin(extra)
+        if not (slowed and self.how == "share"):
+            self.share.reset()
         self.last = time.perf_counter()
         self.steps += 1
         if self.times is not None:
             self.times.write(f"iteration {self.steps} at {time.time():.4f}\n")
             self.times.flush()
+
+
+class _Share:
+    """A lower CPU share: the rank's threads' niceness (the kernel's weight for them when they wait for a core
+    beside other tasks), raised one step while the job's steps are shorter than the target, lowered while they are
+    over it by 10%: the rank gets less of the cores the job shares, the job runs about `factor` times slower."""
+
+    def __init__(self):
+        self.nice, self.recent = 0, []
+
+    def adjust(self, interval: float, target: float) -> None:
+        self.recent = (self.recent + [interval])[-3:]
+        if self.nice == 0:  # a first guess: each nice level is about 20% less weight
+            self._set(1 if target > 0 else 0)
+            return
+        middle = sorted(self.recent)[len(self.recent) // 2]
+        if middle < 0.97 * target and self.nice < 19:
+            self._set(self.nice + 1)
+        elif middle > 1.1 * target and self.nice > 1:
+            self._set(self.nice - 1)
+
+    def reset(self) -> None:
+        if self.nice:
+            self._set(0)
+        self.recent = []
+
+    def _set(self, nice: int) -> None:
+        """Every thread of this process (Linux's setpriority on a thread id is that thread's alone)."""
+        self.nice = nice
+        try:
+            threads = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            threads = [0]
+        for tid in threads:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+            except OSError:
+                pass
 
 
 def _spin(seconds: float) -> int:
