@@ -33,6 +33,7 @@ from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE
                                            Node, WaitGraph)
 from hangdoctor.analysis.ahead import compare
 from hangdoctor.analysis.call_semantics import recomputing
+from hangdoctor.analysis.conditional_calls import conditional_collective
 from hangdoctor.topology import fold_ranks
 
 _SILENT_SURE = {"stopped": "high", "d-state": "high", "gone": "medium", "missing": "medium"}
@@ -203,6 +204,9 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if tagged:                     # reading of who named whom (the rest of a pipeline waits behind that pair)
         wrong, sure, detail = tagged
         return [_cause(graph, wrong, sure, "wrong-peer", detail)]
+    conditional = conditional_collective(nodes, graph.blocks, graph.into)
+    if conditional:  # a whole-job collective only the ranks in a branch on the rank issue
+        return [_cause(graph, [conditional[0]], "medium", "rank-branch-call", conditional[1])]
     chained = _chain_end(nodes)
     if chained:
         ends, at_ends, detail = chained
