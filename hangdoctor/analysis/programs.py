@@ -43,6 +43,9 @@ def program_of(found: Found) -> tuple[str, str] | None:
                      and f.name.endswith("_bootstrap")), None)
         if boot is not None:  # a forked child still holds its parent's frames below its start-up: its own are above
             frames = frames[:boot]
+        python = [f for f in frames if not f.native and f.file]
+        if python and python[-1].file.endswith("threading.py") and python[-1].name.rsplit(".", 1)[-1] == "_shutdown":
+            return None  # at interpreter exit (joining its threads, their exit hooks): no entry says its program
         for frame in reversed(frames):
             if frame.native or not frame.file:
                 continue
@@ -80,8 +83,12 @@ def outsiders(found: list[Found], table: WaitTable) -> dict[int, tuple[str, str]
     most_on_a_host = Counter()
     for (host, program), n in per_host.items():
         most_on_a_host[program] = max(most_on_a_host[program], n)
+    # the ranks' own command line (torchrun's workers share one): a process started by it is one of them, even
+    # where its stack stands elsewhere (a rank at interpreter shutdown, joining a thread it never stopped)
+    commands = {f.cmdline for f, p in zip(found, programs) if p == family and f.cmdline}
     alone = [i for i, (f, p) in enumerate(zip(found, programs))  # one such process per node: a node's driver
-             if f.rank is None and p is not None and p != family and most_on_a_host[p] == 1 and counts[p] < size]
+             if f.rank is None and p is not None and p != family and most_on_a_host[p] == 1 and counts[p] < size
+             and not (f.cmdline and f.cmdline in commands and not spawned(f))]
     if not alone:
         return {}
     if not any(_speaks(f, table) for f, p in zip(found, programs) if p == family):
