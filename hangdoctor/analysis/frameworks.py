@@ -32,9 +32,11 @@ RULES: tuple[WaitRule, ...] = (
     R("collective", "torch.distributed", C10D, COLLECTIVE_OPS, says="a torch.distributed collective"),
     R("p2p", "torch.distributed", C10D, P2P_OPS, says="a torch.distributed point-to-point call"),
     R("barrier", "torch.distributed", C10D, BARRIER_OPS, says="a torch.distributed barrier"),
+    R("store", "torch.distributed", C10D, "new_group|new_subgroups|new_subgroups_by_enumeration|split_group|"
+      "shrink_group", op="new_group",
+      says="creating a process group: every rank of the job must call it, members or not, in the same order"),
     R("store", "torch.distributed", C10D, "_store_based_barrier|init_process_group|_new_process_group_helper|"
-      "new_group|new_subgroups|new_subgroups_by_enumeration|split_group|shrink_group|_create_process_group_wrapper",
-      op="init",
+      "_create_process_group_wrapper", op="init",
       says="process-group set-up: every rank of the group must arrive at the store"),
     R("", "torch.distributed", C10D, ".*", role="layer"),
     R("", "torch.distributed", "torch/distributed/c10d_logger.py", ".*", role="layer"),
