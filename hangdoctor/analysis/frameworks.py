@@ -227,7 +227,9 @@ RULES: tuple[WaitRule, ...] = (
     R("lock", "torch", "torch/utils/file_baton.py", "wait|FileBaton.wait", op="FileBaton",
       says="a lock file (torch.utils.file_baton): another process holds it, or a stale one was left behind"),
     R("lock", "filelock", "filelock/", "acquire|_acquire|__enter__|.*_poll_until_acquired|.*_acquire_level|"
-      "BaseFileLock\\..*", op="file lock", says="a file lock (filelock): another process holds it"),
+      "BaseFileLock\\..*", op="file lock",
+      says="a file lock (filelock): another process holds it, or a SoftFileLock's file outlived the process that made "
+      "it (a stale lock nobody will remove)"),
     R("dataloader", "torch", "torch/utils/data/dataloader.py", "_try_get_data|_get_data", op="next batch",
       says="waiting for a batch from the DataLoader's worker processes"),
     R("", "torch", "torch/utils/data/dataloader.py", "_next_data|__next__", role="layer"),
