@@ -176,7 +176,7 @@ def _in_a_branch(loops: set, known: dict, other_line: int) -> bool:
 
 
 # an `if` whose test names the rank: a branch only some ranks take by design (`if rank == 0: save()`)
-_RANK_WORDS = re.compile(r"\b(?:\w+_)?rank(?:_zero)?\b|\bget_\w*rank\b|"  # dp_rank, get_data_parallel_rank, ...
+RANK_WORDS = re.compile(r"\b(?:\w+_)?rank(?:_zero)?\b|\bget_\w*rank\b|"  # dp_rank, get_data_parallel_rank, ...
                          r"\b(?:rank|local_rank|global_rank|node_rank|get_rank|rank_zero|is_rank_zero|is_main|is_master|"
                          r"is_main_process|is_local_main_process|is_world_process_zero|is_global_zero|is_local_zero|"
                          r"process_index|local_process_index|is_first_stage|is_last_stage|master_process|main_process)\b")
@@ -193,7 +193,7 @@ def _rank_branch(known: dict | None, other_line: int, *, unknown_counts: bool = 
         if first <= other_line <= last:
             continue
         test = tests.get((first, last))
-        if (test is None and unknown_counts) or (test is not None and _RANK_WORDS.search(test)):
+        if (test is None and unknown_counts) or (test is not None and RANK_WORDS.search(test)):
             return True
     return False
 
@@ -212,6 +212,6 @@ def _rank_path(stack: Stack, frame: Frame, blocks: dict | None) -> bool:
         if inner is frame:
             return False
         known = blocks.get((inner.file, inner.line)) if not inner.native else None
-        if known and any(_RANK_WORDS.search(t[2]) for t in known.get("tests", [])):
+        if known and any(RANK_WORDS.search(t[2]) for t in known.get("tests", [])):
             return True
     return False

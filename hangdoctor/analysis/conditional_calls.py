@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 
-from hangdoctor.analysis.ahead import _RANK_WORDS
+from hangdoctor.analysis.ahead import RANK_WORDS
 
-_PATH_WORDS = re.compile(_RANK_WORDS.pattern + r"|\b(?:is_last|is_first|is_last_rank|is_first_rank)\b")
+_PATH_WORDS = re.compile(RANK_WORDS.pattern + r"|\b(?:is_last|is_first|is_last_rank|is_first_rank)\b")
 _DEFAULT_GROUP = "every rank not in this call"  # waitgraph's words for a call whose group is the default one
 _WHOLE_JOB_CALLS = ("collective", "barrier")
 

@@ -90,22 +90,24 @@ def blocks_at(ranges: list, line: int) -> dict:
     return blocks
 
 
-def ranges_of(path: str) -> list | None:
-    """`_ranges` of one file, None where it cannot be read or parsed."""
+def ranges_of(source: bytes) -> list | None:
+    """`_ranges` of a file's bytes already read, None where they do not parse."""
     import ast
 
-    return _ranges(path, ast)
+    return _ranges("", ast, source)
 
 
-def _ranges(path: str, ast) -> list | None:
+def _ranges(path: str, ast, source: bytes | None = None) -> list | None:
     """Every loop's lines, every branch of every if statement and every `with` statement (from its own line: a
     rank waiting to enter it is at that line) in a file, as (kind, first, last); each for-loop also as
     ("loop_vars", first, last, its target names), each branch as ("tests", first, last, its `if`'s test as
     written, "not ..." for an else, or for what follows an `if` that ends in continue, break, return or raise);
     each function as ("defs", first, last, its name)."""
     try:
-        with open(path, "rb") as handle:
-            tree = ast.parse(handle.read())
+        if source is None:
+            with open(path, "rb") as handle:
+                source = handle.read()
+        tree = ast.parse(source)
     except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     found = []

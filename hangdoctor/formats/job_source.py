@@ -121,13 +121,13 @@ def _open(file: str, roots: list[str]) -> tuple[str, list, list[str]] | None:
             if not os.path.isfile(path) or os.path.getsize(path) > MAX_FILE_BYTES:
                 continue
             with open(path, "rb") as handle:
-                lines = handle.read().decode("utf-8", "replace").splitlines()
+                source = handle.read()
         except OSError:
             continue
-        ranges = ranges_of(path)
+        ranges = ranges_of(source)
         if ranges is None:
             continue
-        return path, ranges, lines
+        return path, ranges, source.decode("utf-8", "replace").splitlines()
     return None
 
 
