@@ -175,6 +175,10 @@ RULES: tuple[WaitRule, ...] = (
       says="SGLang's broadcast of Python objects (requests) across the TP group"),
     R("p2p", "sglang", "", "point_to_point_pyobj", says="SGLang's send or receive of Python objects (requests) "
       "between pipeline stages"),
+    # DeepEP's expert-parallel all-to-all (its kernels poll the peers' counters from C++ or, on the CPU, a loop)
+    R("collective", "deep_ep", "deep_ep/buffer.py", "(Buffer\\.)?((internode|intranode|low_latency)_)?(dispatch|combine)",
+      op="all_to_all", says="DeepEP's expert-parallel dispatch or combine: an all-to-all every rank of the "
+      "expert-parallel group must enter"),
     R("collective", "vllm", "vllm/v1/executor/multiproc_executor.py", "collective_rpc|get_response",
       op="collective_rpc", says="the executor waiting for every worker's answer"),
     # ---- Lightning / accelerate / transformers ------------------------------------------------------------
@@ -341,6 +345,8 @@ RULES: tuple[WaitRule, ...] = (
     R("launcher", "sglang", "entrypoints/engine.py", "Engine\\..*", op="SGLang engine front end (offline Engine)",
       role="process"),
     R("worker", "vllm", "vllm/v1/engine/coordinator.py", ".*", op="vLLM data-parallel coordinator", role="process"),
+    R("worker", "sglang", "sglang/srt/managers/data_parallel_controller.py", ".*",
+      op="SGLang data-parallel controller", role="process"),
     # a Ray driver or controller actor blocked in ray.get waits for its actors' results: not a rank (verl's
     # main_ppo and TaskRunner, OpenRLHF's trainer); an actor with no task idles in main_loop (a wait row below)
     R("launcher", "ray", "ray/_private/worker.py", "get|Worker.get_objects|get_objects|wait", op="Ray driver (ray.get)",
