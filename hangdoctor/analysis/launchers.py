@@ -117,20 +117,28 @@ def _waits_on_lock(stack, table: WaitTable, waits: dict) -> bool:
     known = waits.get(id(stack))
     if known is None:
         wait = table.classify(stack)
-        known = waits[id(stack)] = (stack, wait is not None and wait.kind == "lock")  # the stack kept alive
-    return known[1]
+        known = waits[id(stack)] = (stack, wait is not None and (wait.kind == "lock" or _event_loop_idle(stack, wait)))
+    return known[1]  # the stack kept alive by the memo
+
+
+def _event_loop_idle(stack, wait) -> bool:
+    """An asyncio loop idle in its selector: it awaits what its tasks await, an executor thread's result among
+    them (`run_in_executor`): the async form of a future's wait."""
+    return wait.kind == "io" and any(f.file.endswith("asyncio/base_events.py") for f in stack if not f.native)
 
 
 def _role_of_awaited_thread(found: Found, table: WaitTable):
-    """The launcher role of a thread that the main thread waits for (a join, an event, a future): a Ray driver
-    whose main thread joins the threads that sit in ray.get (RLinf's WorkerGroupFuncResult). None when any thread
+    """The launcher role of a thread that the main thread waits for (a join, an event, a future, an asyncio loop's
+    executor): a Ray driver whose main thread joins the threads that sit in ray.get (RLinf's
+    WorkerGroupFuncResult), a server whose event loop awaits ray.get in its executor (TuFT's). None when any thread
     communicates as a rank does (a collective, a p2p call), or the main thread waits on something else."""
     sample = found.samples[-1] if found.samples else None
     main = sample.main_thread(found.pid) if sample is not None else None
     if main is None or not main.frames:
         return None
     wait = table.classify(main.frames)
-    if wait is None or wait.kind != "lock":  # an idle event loop ("io") is no evidence: ranks idle there too
+    # an idle event loop is evidence only with a driver's wait on another thread (below): ranks idle there too
+    if wait is None or not (wait.kind == "lock" or _event_loop_idle(main.frames, wait)):
         return None
     role = None
     for thread in sample.threads:
