@@ -175,12 +175,16 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         # of the early side, the ranks the late side's call waits for (Megatron's embedding all-reduce waits for
         # the last stage only, not for every stage that sits in the same receive)
         named = _waited_ranks(graph, late, early)
+        ids = {n.id for n in early}
+        # which of them the late call waits for, only the topology says (a stage, not the job): low without it
+        sure = "medium" if any(e.target in ids and e.strength != "possible"
+                               for n in late for e in graph.out.get(n.id, [])) else "low"
         one = len(named) == 1
         reason = (f"never entered {_phase(late[0])} that {_who(late)} {_verb(late, 'waits', 'wait')} in; "
                   f"{'it is' if one else 'they are'} already in {_phase(early[0])} of the next step "
                   f"({nodes[0].schedule}: that comes first in a step, so {'it has' if one else 'they have'} "
                   f"finished this step's exchanges with {_who(late)} and gone on)")
-        return [_cause(graph, early, "medium", "schedule", reason, ranks=named)]
+        return [_cause(graph, early, sure, "schedule", reason, ranks=named)]
     held = [e for n in component for e in graph.out.get(n, []) if e.kind.startswith("lock-holder")
             and e.target in component and graph.nodes[e.target].state == COMMUNICATING]
     exact = [e for e in held if e.kind == "lock-holder"]

@@ -293,6 +293,10 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
         strength, why = "assumed", "a collective whose group the stacks do not show: assumed to be the default group"
         if (via[1] if via else place.wait).kind == "p2p":
             strength, why = "possible", "a point-to-point call whose peer the stacks do not show (add --locals)"
+        elif found is not None and found.row.peers in _STAGE_PEERS:
+            # the call's meaning names a few stages, not the job: without the topology we cannot tell which ranks
+            strength, why = "possible", (f"{found.row.says} waits for {PEER_WORDS[found.row.peers]} only, which the "
+                                         "topology would place (unknown: pass --tp and --pp)")
         elif (gpu_job and other.state in (DEVICE, OUTSIDE)) or (
                 other.state == DEVICE and other.place is not None and other.place.gpu is not False):
             # a rank waiting on a device (or one whose GPU nobody knows, at `.item()`) may be past the call
@@ -302,6 +306,7 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
     return edges
 
 
+_STAGE_PEERS = ("prev-stage", "next-stage", "neighbour-stage", "last-stage")
 PEER_WORDS = {"prev-stage": "the previous pipeline stage", "next-stage": "the next pipeline stage",
               "neighbour-stage": "a neighbouring pipeline stage", "last-stage": "the last stage of its pipeline",
               "group:dp": "its data-parallel group", "group:tp": "its tensor-parallel group",

@@ -244,6 +244,26 @@ def test_unknown_ranks_are_blamed_with_medium_confidence_only_when_no_gpu_is_in_
     assert "no GPU is in use" in v.suspects[0].reason
 
 
+def test_a_call_that_waits_for_one_stage_names_that_stage_only_where_the_topology_says_which():
+    # Megatron's tied-embedding all-reduce (first and last stage) on stage 0, stages 1-3 already in the next step's
+    # recv_forward (PP=4). With the topology the last stage is named (medium); without it (a JSON dump: no command
+    # line) any of ranks 1-3 may be the last stage: the schedule still says they went on, but naming them all is a
+    # guess (low), never a confident blame of the innocent middle stages.
+    finalize = "megatron/core/distributed/finalize_model_grads.py"
+    embed = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 20),
+             Frame("_allreduce_word_embedding_grads", finalize, 120), *frames("train_step", "main"))
+    recv = (Frame("recv_forward", "megatron/core/pipeline_parallel/p2p_communication.py", 34),
+            *frames("train_step", "main"))
+    stacks = {0: [embed] * 2, 1: [recv] * 2, 2: [recv] * 2, 3: [recv] * 2}
+    known = diagnose(collection(stacks, world=4, dims=ParallelDims(tp=1, pp=4, dp=1)))
+    assert (known.suspects[0].ranks, known.suspects[0].confidence) == ([3], "medium")
+    unknown = diagnose(collection(stacks, world=4))
+    assert unknown.causes[0].rule == "schedule" and unknown.suspects[0].confidence == "low"
+    assert all(s.confidence == "low" for s in unknown.suspects)
+    edges = {(tuple(unknown.graph.nodes[e.waiter].ranks), e.strength) for e in unknown.graph.edges}
+    assert ((0,), "possible") in edges and ((0,), "semantic") not in edges
+
+
 def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     # torch.distributed.pipelining's 1F1B: one function, _step_microbatches, waits on batched P2P work in both
     # phases; the source line of each call (read by the collector) says which. Stage 0 waits for gradients from
