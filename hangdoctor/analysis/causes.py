@@ -175,10 +175,8 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         # of the early side, the ranks the late side's call waits for (Megatron's embedding all-reduce waits for
         # the last stage only, not for every stage that sits in the same receive)
         named = _waited_ranks(graph, late, early)
-        ids = {n.id for n in early}
         # which of them the late call waits for, only the topology says (a stage, not the job): low without it
-        sure = "medium" if any(e.target in ids and e.strength != "possible"
-                               for n in late for e in graph.out.get(n.id, [])) else "low"
+        sure = "medium" if _firmly_waited(graph, late, early) else "low"
         one = len(named) == 1
         reason = (f"never entered {_phase(late[0])} that {_who(late)} {_verb(late, 'waits', 'wait')} in; "
                   f"{'it is' if one else 'they are'} already in {_phase(early[0])} of the next step "
@@ -265,6 +263,8 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
             else:
                 others += [n for n in smallest if n is not found[0]]
                 smallest, order = [found[0]], found[1]
+        if not _firmly_waited(graph, others, smallest):
+            sure = "low"  # the others only may wait for it (a gather's root: its members may be past the call)
         reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {_verb(others, 'waits', 'wait')} "
                   f"in {_calls(others)} and for {_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
                   f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else ""))
@@ -562,6 +562,12 @@ def _waited_ranks(graph: WaitGraph, waiters: list[Node], targets: list[Node]) ->
     named = {r for n in waiters for e in graph.out.get(n.id, []) if e.target in ids and e.strength != "possible"
              for r in e.ranks}
     return sorted(named & set(_ranks(targets))) or _ranks(targets)
+
+
+def _firmly_waited(graph: WaitGraph, waiters: list[Node], targets: list[Node]) -> bool:
+    """Some edge from the waiters into the targets is more than possible."""
+    ids = {n.id for n in targets}
+    return any(e.target in ids and e.strength != "possible" for n in waiters for e in graph.out.get(n.id, []))
 
 
 def _ranks(nodes: list[Node]) -> list[int]:

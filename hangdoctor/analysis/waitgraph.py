@@ -293,8 +293,14 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
         strength, why = "assumed", "a collective whose group the stacks do not show: assumed to be the default group"
         if (via[1] if via else place.wait).kind == "p2p":
             strength, why = "possible", "a point-to-point call whose peer the stacks do not show (add --locals)"
-        elif found is not None and found.row.peers in _STAGE_PEERS:
+        elif place.wait is not None and place.wait.op == "gather" and other.state != SILENT and via is None:
+            # a gather's other members send their part and return: a rank in another call may be past it
+            strength, why = "possible", ("a gather's members other than its root send their part and return: a "
+                                         "rank elsewhere may be past it, and the root's own missing part is unseen "
+                                         "(add --locals: dst)")
+        elif found is not None and found.row.peers in _STAGE_PEERS and len(other.ranks) > 1:
             # the call's meaning names a few stages, not the job: without the topology we cannot tell which ranks
+            # of a place hold the stage it waits for (a place of one rank: that rank, as for any collective)
             strength, why = "possible", (f"{found.row.says} waits for {PEER_WORDS[found.row.peers]} only, which the "
                                          "topology would place (unknown: pass --tp and --pp)")
         elif (gpu_job and other.state in (DEVICE, OUTSIDE)) or (

@@ -264,6 +264,26 @@ def test_a_call_that_waits_for_one_stage_names_that_stage_only_where_the_topolog
     assert ((0,), "possible") in edges and ((0,), "semantic") not in edges
 
 
+def test_a_rank_past_a_gather_is_not_blamed_for_the_roots_that_wait_in_it():
+    # torch.distributed.gather: its members send their part and return, only a root waits for everyone. Ranks 0 and
+    # 2 wait in a gather (each took itself for the root), rank 1 sent its part and waits in the next barrier: it
+    # may be past the gather, so it is no confident odd one out (pytorch/pytorch#39706's shape: fce_gather_*).
+    gather = (Frame("gather", "torch/distributed/distributed_c10d.py", 30), Frame("main", "t.py", 2))
+    barrier = (Frame("barrier", "torch/distributed/distributed_c10d.py", 40), Frame("main", "t.py", 9))
+    v = diagnose(collection({0: [gather] * 2, 1: [barrier] * 2, 2: [gather] * 2}, world=3))
+    assert all(s.confidence == "low" for s in v.suspects)
+    strengths = {(tuple(v.graph.nodes[e.waiter].ranks), e.strength) for e in v.graph.edges}
+    assert ((0, 2), "possible") in strengths and ((0, 2), "semantic") not in strengths
+    # an all_reduce's members all wait for each other: on CPU the rank in the barrier never entered it (medium)
+    for stacks, confident in (({0: [gather] * 2, 1: [barrier] * 2, 2: [gather] * 2}, False),
+                              ({0: [REDUCE] * 2, 1: [barrier] * 2, 2: [REDUCE] * 2}, True)):
+        cpu_only = collection(stacks, world=3)
+        for record in cpu_only.records:
+            object.__setattr__(record.identity, "gpu", False)
+        v = diagnose(cpu_only)
+        assert v.suspects[0].ranks == [1] and (v.suspects[0].confidence == "medium") is confident
+
+
 def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     # torch.distributed.pipelining's 1F1B: one function, _step_microbatches, waits on batched P2P work in both
     # phases; the source line of each call (read by the collector) says which. Stage 0 waits for gradients from
