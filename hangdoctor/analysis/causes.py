@@ -265,8 +265,11 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
                 smallest, order = [found[0]], found[1]
         if not _firmly_waited(graph, others, smallest):
             sure = "low"  # the others only may wait for it (a gather's root: its members may be past the call)
-        reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {_verb(others, 'waits', 'wait')} "
-                  f"in {_calls(others)} and for {_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
+        others_do = (f"{_verb(others, 'waits', 'wait')} in {_calls(others)} and for"
+                     if all(n.state == COMMUNICATING for n in others) else
+                     f"{_verb(others, 'is', 'are')} {_doing(others)} and {_verb(others, 'waits', 'wait')} for")
+        reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {others_do} "
+                  f"{_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
                   f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else ""))
         if ahead is not None and ahead[0] not in smallest and ahead[1].left_loop:  # many past a loop, few in it
             sure = "low"
