@@ -31,6 +31,12 @@ ONE_STORE = ("they wait in the c10d store (a rendezvous, or a process group bein
              "listens on, a host name that resolves elsewhere); the ranks' logs say when a client cannot connect, "
              "and TORCH_CPP_LOG_LEVEL=INFO adds each attempt")
 
+ONE_NEW_GROUP = ("they create a process group, which every rank of the job must do for every group, members or not, "
+                 "in the same order: a rank that created one group more or fewer before (a group made on its members "
+                 "only, a DeviceMesh built on some ranks) names this one otherwise and waits for the others under "
+                 "another name in the store (the group_name local of _new_process_group_helper, with --locals, differs "
+                 "between the ranks); if every rank names it alike, a rank the store waits for never arrived")
+
 
 def _caller_lines(place: Place) -> dict[int, list[int]]:
     """line -> ranks, of the caller's line of each rank's wait (one place: the same call from the same function)."""
@@ -51,6 +57,8 @@ def one_place_hint(place: Place, dims: ParallelDims | None) -> str:
                 f"calls of one function, which may be two collectives (one side skipped one, or is a pass further "
                 f"through a loop; the loop's counter in --locals, or attach's reading of the source, says which), or "
                 f"one collective called from the two branches of an if")
+    if place.wait is not None and place.wait.kind == "store" and place.wait.op == "new_group":
+        return f"every rank that answered waits in {place.position}: {ONE_NEW_GROUP}"
     if place.wait is not None and place.wait.kind == "store":
         return f"every rank that answered waits in {place.position}: {ONE_STORE}"
     return f"every rank that answered waits in {place.position}: if none is missing, {one_call(place)}{NCCL_HINT}"

@@ -104,8 +104,12 @@ def peer_tie(place: Place, anchor: Place) -> str:
         hit = sorted(peers & set(other.ranks))
         if hit:
             names = {v.peer.name for v in waiting.views if v.peer is not None}
+            seen = {v.peer.seen for v in waiting.views if v.peer is not None}
+            held = f"{verb(waiting.ranks, 'its', 'their')} locals" if seen == {"locals"} else (
+                verb(waiting.ranks, "its call's source line", "their calls' source lines") if seen == {"source"} else
+                f"{verb(waiting.ranks, 'its', 'their')} locals or source line")
             return (f"{who_plain(waiting.ranks)} {verb(waiting.ranks, 'waits', 'wait')} for {who_plain(hit)} "
-                    f"({'/'.join(sorted(names))} in {verb(waiting.ranks, 'its', 'their')} locals), "
+                    f"({'/'.join(sorted(names))} in {held}), "
                     f"{verb(hit, 'which is', 'which are')} in {other.position}")
     return ""
 

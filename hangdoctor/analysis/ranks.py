@@ -41,6 +41,7 @@ class Peer:
     frame: Frame  # the frame whose locals hold it
     tag: int | None = None  # a point-to-point call's `tag` in the same frame's locals, when it has one
     root: bool = False  # a gather's or reduce's dst: the rank that collects, not the only one this rank waits for
+    seen: str = "locals"  # where it was read: "locals", or "source" (a whole number in the call's own line)
 
     @property
     def is_global(self) -> bool:
@@ -191,7 +192,8 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         state=last.state if last else "", cpu_percent=round(sum(cpus) / len(cpus), 1) if cpus else None,
         error=last.error if last else "", answered=len(answered), samples=len(samples),
         active=_all([t.active for t in threads]), gil=_all([t.owns_gil for t in threads]),
-        peer=peer_of(thread, wait) if thread is not None and wait is not None else None, gpu=gpu,
+        peer=(peer_of(thread, wait) or peer_in_source(wait, source)) if thread is not None and wait is not None
+        else None, gpu=gpu,
         truncated=truncated, reader=answered[-1].reader if answered else "",
         frame_locals=thread.locals if thread is not None else None,
     )
@@ -234,6 +236,23 @@ def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:
                     return Peer(key, int(value), frames[index], int(tag) if tag.lstrip("-").isdigit() else None,
                                 root=gathers and key in _ROOT_KEYS)
     return None
+
+
+_LITERAL_PEER = re.compile(r"\b(" + "|".join(_PEER_KEYS) + r")\s*=\s*(-?\d+)\s*[,)]")
+
+
+def peer_in_source(wait: Wait, source: dict | None) -> Peer | None:
+    """The peer a call names by a whole number in its own source line (`dist.recv(grad, src=1)`), where no
+    locals were read: the line of the frame that makes the call (the wait's caller), read from the job's code."""
+    if not source or not wait.communicates or wait.caller is None:
+        return None
+    text = source.get((wait.caller.file, wait.caller.line))
+    found = _LITERAL_PEER.search(text) if text else None
+    if found is None:
+        return None
+    gathers = wait.call.name.rsplit(".", 1)[-1] in _GATHERS
+    return Peer(found.group(1), int(found.group(2)), wait.caller, root=gathers and found.group(1) in _ROOT_KEYS,
+                seen="source")
 
 
 def _seen_in_most(wait: Wait, threads: list[ThreadStack], table: WaitTable, memo: dict[int, Wait | None] | None,

@@ -195,7 +195,8 @@ def _evidence(place: Place) -> list[dict]:
         items.append({"type": "thread", "text": "py-spy: " + ("active" if view.active else "idle")
                       + (", holding the GIL" if view.gil else "")})
     if view.peer is not None:
-        items.append({"type": "local", "text": f"{view.peer.name}={view.peer.value} in {view.peer.frame.label()}"})
+        items.append({"type": "local" if view.peer.seen == "locals" else "source",
+                      "text": f"{view.peer.name}={view.peer.value} in {view.peer.frame.label()}"})
     states = sorted({v.state for v in place.views if v.state})
     if states:
         items.append({"type": "state", "text": f"/proc state {', '.join(states)}"})

@@ -330,6 +330,7 @@ def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int]
     """The peers that locals name: global ranks (src, dst), or stages placed by the topology."""
     targets: set[int] = set()
     names = set()
+    seen = set()
     here = set(place.ranks)
     for view in place.views:
         peer = view.peer
@@ -348,10 +349,13 @@ def _explicit_targets(place: Place, dims: ParallelDims | None) -> tuple[set[int]
         else:
             continue
         names.add(f"{peer.name}={peer.value}")
+        seen.add(peer.seen)
     if not targets:
         return None, ""
     shown = sorted(names)
-    return targets, f"{', '.join(shown[:3])}{' ...' if len(shown) > 3 else ''} in the locals of its wait"
+    where = "in the locals of its wait" if seen == {"locals"} else (
+        "in its call's source line" if seen == {"source"} else "in the locals or the source line of its wait")
+    return targets, f"{', '.join(shown[:3])}{' ...' if len(shown) > 3 else ''} {where}"
 
 
 def _named_group_targets(place: Place, nodes: list[Node]) -> tuple[set[int], str] | None:

@@ -93,3 +93,17 @@ def test_a_strings_join_is_no_thread_join():
     parts = ['name = ",".join(parts)', "path = os.path.join(root, name)", "f = self.SEP.join((a, b))"]
     assert all(re.search(rule[1], line) for line in waits)
     assert not any(re.search(rule[1], line) for line in parts)
+
+
+def test_a_peer_written_as_a_number_in_the_calls_line_is_read_from_the_jobs_code():
+    # rank 0 waits in dist.recv(grad, src=1) for a send rank 1 skipped; ranks 1 and 2 wait in one barrier with one
+    # stack. Without locals only the call's own line says which of them rank 0 waits for (fer_pp_input_*).
+    case = REPO / "tests/hangdoctor/corpus/fer_pp_input_no_grad_skip_send"
+    dumps = [case / "text/s1", case / "text/s2"]
+    _, blind, _ = analyze(*dumps, "--no-source")
+    _, seen, _ = analyze(*dumps, "--source", REPO)
+    assert blind["suspects"][0]["folded"] != "1" and blind["suspects"][0]["confidence"] == "low"
+    first = seen["suspects"][0]
+    assert (first["folded"], first["confidence"]) == ("1", "medium")
+    assert "src=1 in its call's source line" in first["reason"]
+    assert not any(0 in s["ranks"] and s["confidence"] != "low" for s in seen["suspects"])
