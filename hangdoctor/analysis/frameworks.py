@@ -315,6 +315,11 @@ RULES: tuple[WaitRule, ...] = (
     R("io", "python", "subprocess.py", "wait|_wait|communicate|_try_wait|_communicate", op="subprocess",
       says="waiting for a child process (its exit or its output)", **GENERIC),
     R("io", "python", "ssl.py", "read|recv.*", op="socket", **GENERIC),
+    # pathlib's file calls end in C (io.open, a read or a write) with no Python frame of their own below
+    R("io", "python", "pathlib.py", "Path.open|Path.read_bytes|Path.read_text|Path.write_bytes|Path.write_text|"
+      "open|read_bytes|read_text|write_bytes|write_text", op="file I/O", says="opening, reading or writing a file: a "
+      "slow or hung file system (a network mount), or the open of a FIFO (named pipe) with no process at its other "
+      "end", **GENERIC),
     R("sleep", "python", "asyncio/tasks.py", "sleep", op="sleep", **GENERIC),
     # ---- launchers and helper processes: matched anywhere in the main stack ---------------------------------
     R("launcher", "torchrun", "torch/distributed/elastic/agent/", "_invoke_run|run|SimpleElasticAgent._invoke_run|"
@@ -428,7 +433,7 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("sleep", r"\btime\.sleep\(|\bsleep\(", "sleep", "sleeping"),
     ("device-sync", r"^\s*(if|elif|while|assert)\b.*\btorch\.(isfinite|isnan|isinf|any|all|equal)\(", "synchronize",
      "a tensor's value read by Python (a condition): waits for the GPU when the tensor is on it"),
-    ("io", r"(^|[=\s(])open\(|\.write\(|\.flush\(|os\.fsync\(|torch\.save\(|json\.dump\(|\.to_csv\(|"
+    ("io", r"(^|[=\s(])open\(|\b(io|os|gzip|bz2|lzma|codecs)\.open\(|\.write\(|\.flush\(|os\.fsync\(|torch\.save\(|json\.dump\(|\.to_csv\(|"
      r"\.savez?\(|shutil\.(copy|move)", "file I/O", "writing or opening a file: a slow or hung file system, or a "
      "FIFO (named pipe) that no process has open at its other end"),
     ("io", r"\.(recv|recv_into|recvfrom|recvmsg|accept|sendall)\(", "socket",

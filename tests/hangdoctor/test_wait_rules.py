@@ -113,6 +113,17 @@ def test_source_line_names_a_c_call_the_frames_cannot():
     assert (wait.kind, wait.evidence, wait.caller.name) == ("work-wait", "source", "GradBuckets.finish_grad_sync")
 
 
+def test_a_file_opened_through_pathlib_or_io_open_is_file_io_not_unknown():
+    # DCP's FileSystemWriter opens each shard with Path.open, which calls io.open in C: a hung mount (or a FIFO
+    # with no reader) shows Path.open innermost and no Python frame below it (fer_dcp_save_rank_write_stalled)
+    table = WaitTable(RULES)
+    dcp = stack("Path.open pathlib.py:1044", "FileSystem.create_stream torch/distributed/checkpoint/filesystem.py:520")
+    assert (table.classify(dcp).kind, table.classify(dcp).op) == ("io", "file I/O")
+    frames = stack("save_shard job.py:12", "main job.py:80")
+    assert table.classify(frames, {("job.py", 12): "    with gzip.open(path, 'wb') as f:"}).kind == "io"
+    assert table.classify(stack("exists <frozen genericpath>:19", "main job.py:8")) is None  # a check, not a wait
+
+
 def test_every_builtin_row_is_well_formed():
     assert all(r.kind in KINDS or r.role == "layer" for r in RULES)
     with pytest.raises(ValueError, match="kind"):
