@@ -5,7 +5,7 @@ case.json); see corpus/README.md."""
 
 import pytest
 
-from tests.hangdoctor.corpus.check import cases, entries, form_name, known_miss, problems, run_entry
+from tests.hangdoctor.corpus.check import cases, dishonest, entries, form_name, known_miss, misreads, problems, run_entry
 
 def _marks(case, entry) -> list:
     """A form the case names as a known miss (its `known_miss`) is expected to fail, strictly: the day it passes,
@@ -30,3 +30,20 @@ def test_corpus_case(case, entry, expect):
     assert not found, "\n".join(found + ["", verdict["headline"], *(f"suspect {s['folded']}: {s['kind']} "
                                          f"{s['confidence']}: {s['reason']}" for s in verdict["suspects"]),
                                          *(f"hint: {h}" for h in verdict["hints"])])
+
+
+HONEST = [pytest.param(case, entry, expect, id=f"{case.name}:{form_name(entry)}")
+          for case, entry, expect in ((p.values[0], p.values[1], p.values[2]) for p in PARAMS)
+          if known_miss(case, entry) and not misreads(case)]
+
+
+@pytest.mark.parametrize("case,entry,expect", HONEST)
+def test_a_known_miss_blames_nobody_with_confidence(case, entry, expect):
+    """A form that lacks the evidence for the truth (a known miss) may read a wait unknown, tie, or guess low: it
+    may not name an innocent rank, or a first suspect the truth does not name, with medium or high confidence.
+    (The few cases that still do say so: known_miss's "misreads".)"""
+    code, verdict, stderr = run_entry(case, entry)
+    assert verdict, f"no verdict (exit {code}): {stderr}"
+    found = dishonest(verdict, expect)
+    assert not found, "\n".join(found + [f"suspect {s['folded']}: {s['kind']} {s['confidence']}: {s['reason']}"
+                                         for s in verdict["suspects"]])

@@ -39,6 +39,25 @@ def known_miss(case: Path, entry: dict) -> str:
     return miss["why"] if forms == "all" or form_name(entry) in forms else ""
 
 
+def misreads(case: Path) -> bool:
+    """The case's known miss blames with confidence (known_miss's "misreads": true): an innocent rank, or a first
+    suspect the truth does not name, at medium or high. Every other known miss must stay honest (`dishonest`):
+    where its form lacks the evidence (a wait kind read unknown, a tie, a low guess), it does not blame."""
+    return bool((json.loads((case / "case.json").read_text()).get("known_miss") or {}).get("misreads"))
+
+
+def dishonest(verdict: dict, expect: dict) -> list[str]:
+    """What a verdict may not do even where its form lacks the evidence for the truth: name an innocent rank or a
+    first suspect other than the truth with medium or high confidence."""
+    found = problems(verdict, {"innocent": expect["innocent"]}, 0) if expect.get("innocent") else []
+    suspects = verdict.get("suspects", [])
+    want = expect.get("first_suspect", "")
+    if suspects and suspects[0]["confidence"] in CONFIDENT and want is not None and suspects[0]["folded"] != want:
+        found.append(f"a confident first suspect the truth does not name: {suspects[0]['folded']} "
+                     f"({suspects[0]['kind']}, {suspects[0]['confidence']}; expected {want})")
+    return found
+
+
 def form_name(entry: dict) -> str:
     """An entry's form: its paths joined by '+', and '+source' where the job's code is read beside them."""
     return "+".join(entry["paths"]) + ("+source" if entry.get("source") else "")
