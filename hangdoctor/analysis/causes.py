@@ -62,8 +62,33 @@ def read_causes(graph: WaitGraph) -> list[Cause]:
             causes += _causes_of(graph, component, floor)
         if causes:
             break
+    causes = _lock_order(graph, causes)
     causes.sort(key=lambda c: (CONFIDENCE_ORDER[c.confidence], -len(c.waiting), len(c.ranks), c.rule == "tie"))
     return causes
+
+
+SHARED_LOCKS = ("file lock", "FileBaton", "multiprocessing lock")  # the ops of locks held across processes
+
+
+def _lock_order(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
+    """Ranks at two places or more, each waiting for a lock shared between processes (a file lock, a
+    multiprocessing lock) and for nothing else but each other: each holds what another waits for (a lock-order
+    inversion: A holds x and waits for y, B holds y and waits for x), or a process outside them holds both. Either
+    way they are one cause, named together: the one found inside the other's `with` is no more the cause than the
+    other, which waits for a lock too."""
+    waiting = [n for n in graph.nodes if n.state == LOCAL and n.place is not None and n.place.wait is not None
+               and n.place.wait.op in SHARED_LOCKS]
+    ids = {n.id for n in waiting}
+    if len(waiting) < 2 or any(e.target not in ids for n in waiting for e in graph.out.get(n.id, [])):
+        return causes
+    if not any(set(c.nodes) & ids for c in causes):
+        return causes
+    where = "; ".join(f"{_who([n])} in {n.place.wait.op} <- {n.place.wait.caller.name if n.place.wait.caller else '?'}"
+                      for n in waiting)
+    reason = (f"each waits for a lock shared between processes ({where}), and for nothing else: each holds what "
+              f"another waits for (a lock-order inversion), or a process outside them holds them; no other rank is "
+              f"seen inside either lock")
+    return [_cause(graph, waiting, "medium", "lock-order", reason)] + [c for c in causes if not set(c.nodes) & ids]
 
 
 def _components(graph: WaitGraph, members: set[int], weakest: str) -> list[list[int]]:

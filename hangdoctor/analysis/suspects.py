@@ -24,6 +24,8 @@ Recorder).
 
 from __future__ import annotations
 
+import json
+
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -231,6 +233,9 @@ def _silent(views: list[RankView], missing: list[int], dims: ParallelDims | None
 
 
 
+JOINT_RULES = ("lock-order",)  # causes whose places are one suspect: they hold up the others together
+
+
 def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
                  dims: ParallelDims | None) -> list[Suspect]:
     """The suspects ordered by the wait-for graph: its causes first, with the graph's confidence and why; every
@@ -240,6 +245,7 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
     done: set[int] = set()
     node_of: dict[int, Node] = {}  # a place's suspect split by a cause that names only some of its ranks
     for cause in causes:
+        before = len(first)
         for node_id in cause.nodes:
             node = graph.nodes[node_id]
             suspect = by_ranks.get(tuple(node.ranks))
@@ -259,6 +265,15 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
             if id(suspect) not in done:
                 first.append(suspect)
                 done.add(id(suspect))
+        if cause.rule in JOINT_RULES and len(first) - before > 1:  # one cause of several places: one suspect
+            parts = first[before:]
+            ranks = sorted(r for p in parts for r in p.ranks)
+            joint = replace(parts[0], ranks=ranks, where=where(ranks, dims),
+                            evidence=list({json.dumps(e, sort_keys=True): e for p in parts for e in p.evidence}.values()))
+            del first[before:]
+            first.append(joint)
+            done.add(id(joint))
+            suspects = [s for s in suspects if all(s is not p for p in parts)] + [joint]
     cause_nodes = {n for c in causes for n in c.nodes}
     rest = []
     for suspect in suspects:
@@ -300,6 +315,8 @@ def _cause_sentence(suspect: Suspect, cause: Cause, node: Node, graph: WaitGraph
         return (f"{own}; no dump of them, so nobody looked; the others wait for "
                 f"{who(asked, dims) if len(asked) < len(node.ranks) else 'them'}: dump those")
     waited = _waited_words(cause, dims)
+    if cause.rule in JOINT_RULES:  # what they do together: said by the cause
+        return "; ".join(part for part in (cause.reason, waited) if part)
     if cause.rule in ("sink", "evidence") or node.state != "communicating":  # what it does says it best
         return "; ".join(part for part in (own, waited) if part)
     return "; ".join(part for part in (cause.reason, waited if waited and waited not in cause.reason else "") if part)

@@ -284,6 +284,24 @@ def test_a_rank_past_a_gather_is_not_blamed_for_the_roots_that_wait_in_it():
         assert v.suspects[0].ranks == [1] and (v.suspects[0].confidence == "medium") is confident
 
 
+def test_ranks_each_waiting_for_a_file_lock_at_two_places_are_one_cause():
+    # A lock-order inversion over lock files (clcache's shape, fdr_filelock_*): rank 0 holds section 0 and waits for
+    # section 1 in evict, rank 1 holds section 1 and waits for the statistics lock in add, rank 2 waits in the
+    # barrier. Neither lock waiter is the cause alone: they are named together, once.
+    def filelock(caller, line):
+        return (Frame("BaseFileLock.acquire", "filelock/_api.py", 195), Frame(caller, "cache.py", line),
+                Frame("main", "t.py", 5))
+    barrier = (Frame("barrier", "torch/distributed/distributed_c10d.py", 40), Frame("main", "t.py", 9))
+    v = diagnose(collection({0: [filelock("FeatureCache.evict", 61)] * 2, 1: [filelock("FeatureCache.add", 55)] * 2,
+                             2: [barrier] * 2}, world=3))
+    first = v.suspects[0]
+    assert (first.ranks, first.confidence) == ([0, 1], "medium") and "lock-order inversion" in first.reason
+    assert v.causes[0].rule == "lock-order" and v.causes[0].waiting == [2]
+    # one rank alone at a file lock while the others wait for it: that rank, as before
+    v = diagnose(collection({0: [filelock("FeatureCache.add", 55)] * 2, 1: [barrier] * 2, 2: [barrier] * 2}, world=3))
+    assert v.suspects[0].ranks == [0] and v.causes[0].rule != "lock-order"
+
+
 def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     # torch.distributed.pipelining's 1F1B: one function, _step_microbatches, waits on batched P2P work in both
     # phases; the source line of each call (read by the collector) says which. Stage 0 waits for gradients from
