@@ -62,7 +62,7 @@ def read_causes(graph: WaitGraph) -> list[Cause]:
             causes += _causes_of(graph, component, floor)
         if causes:
             break
-    causes = _lock_order(graph, causes)
+    causes = _one_loop(graph, _lock_order(graph, causes))
     causes.sort(key=lambda c: (CONFIDENCE_ORDER[c.confidence], -len(c.waiting), len(c.ranks), c.rule == "tie"))
     return causes
 
@@ -89,6 +89,31 @@ def _lock_order(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
               f"another waits for (a lock-order inversion), or a process outside them holds them; no other rank is "
               f"seen inside either lock")
     return [_cause(graph, waiting, "medium", "lock-order", reason)] + [c for c in causes if not set(c.nodes) & ids]
+
+
+def _one_loop(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
+    """Busy ranks that each hold the others up and run the same Python code, caught at different points of it (one
+    inside a C call of its line, one on the line: a polling loop, `while not os.path.exists(...)`), are one cause:
+    their places differ only by where the sampler caught them."""
+    groups: dict[tuple, list[Cause]] = {}
+    for cause in causes:
+        node = graph.nodes[cause.nodes[0]]
+        if cause.rule == "sink" and len(cause.nodes) == 1 and node.state == RUNNING and node.place is not None:
+            python = [(f.file, f.name) for f in node.place.views[0].stack if not f.native]
+            groups.setdefault((cause.confidence, tuple(python)), []).append(cause)
+    joint = {id(c) for group in groups.values() if len(group) > 1 for c in group}
+    if not joint:
+        return causes
+    out = [c for c in causes if id(c) not in joint]
+    for (sure, _), group in groups.items():
+        if len(group) < 2:
+            continue
+        nodes = [graph.nodes[c.nodes[0]] for c in group]
+        frame = next(f for f in nodes[0].place.views[0].stack if not f.native)
+        reason = (f"busy in {frame.name} ({frame.file}), running outside any wait: {_who(nodes)} run the same code, "
+                  f"caught at different points of it ({'; '.join(_who([n]) + ': ' + n.label for n in nodes)})")
+        out.append(_cause(graph, nodes, sure, "one-loop", reason))
+    return out
 
 
 def _components(graph: WaitGraph, members: set[int], weakest: str) -> list[list[int]]:

@@ -233,7 +233,7 @@ def _silent(views: list[RankView], missing: list[int], dims: ParallelDims | None
 
 
 
-JOINT_RULES = ("lock-order",)  # causes whose places are one suspect: they hold up the others together
+JOINT_RULES = ("lock-order", "one-loop")  # causes whose places are one suspect: they hold up the others together
 
 
 def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,

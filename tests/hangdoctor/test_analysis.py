@@ -1,5 +1,6 @@
 """Analysis on recorded dumps of real hung processes, and on small hand-made collections."""
 
+from dataclasses import replace
 from pathlib import Path
 
 from hangdoctor.analysis.ranks import PROGRESSING, STUCK, UNKNOWN
@@ -300,6 +301,28 @@ def test_ranks_each_waiting_for_a_file_lock_at_two_places_are_one_cause():
     # one rank alone at a file lock while the others wait for it: that rank, as before
     v = diagnose(collection({0: [filelock("FeatureCache.add", 55)] * 2, 1: [barrier] * 2, 2: [barrier] * 2}, world=3))
     assert v.suspects[0].ranks == [0] and v.causes[0].rule != "lock-order"
+
+
+def test_busy_ranks_caught_at_two_points_of_one_loop_are_one_suspect():
+    # `while not os.path.exists(done): pass` on ranks 1-2 (datasets#3178's salted hash, fdb_hash_*): with native
+    # frames one is caught inside the stat call, the other in Python: two places, one cause.
+    loop = (Frame("exists", "<frozen genericpath>", 19), Frame("wait_for_cache", "prep.py", 30), Frame("main", "t.py", 5))
+    in_stat = (Frame("fstatat64", "libc.so.6", 0, True), *loop)
+    barrier = (Frame("barrier", "torch/distributed/distributed_c10d.py", 40), Frame("main", "t.py", 9))
+    def spinning(stacks):
+        found = collection(stacks, world=3)
+        for record in found.records:
+            for sample in record.samples:
+                sample.threads = tuple(replace(t, active=record.identity.rank != 0, owns_gil=record.identity.rank == 1)
+                                       for t in sample.threads)
+        return diagnose(found)
+
+    v = spinning({0: [barrier] * 2, 1: [loop] * 2, 2: [in_stat] * 2})
+    assert v.suspects[0].ranks == [1, 2] and v.suspects[0].kind == "busy" and v.causes[0].rule == "one-loop"
+    # busy in two different functions: two suspects
+    other = (Frame("tokenize", "prep.py", 70), Frame("main", "t.py", 5))
+    v = spinning({0: [barrier] * 2, 1: [loop] * 2, 2: [other] * 2})
+    assert sorted(s.ranks for s in v.suspects[:2]) == [[1], [2]]
 
 
 def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
