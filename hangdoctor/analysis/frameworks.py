@@ -271,7 +271,10 @@ RULES: tuple[WaitRule, ...] = (
     R("", "deepspeed", "deepspeed/runtime/zero/utils.py", ".*", role="layer"),
     R("lock", "python", "threading.py", "Condition.wait|wait|Event.wait|Semaphore.acquire|acquire|Thread.join|join|"
       "_wait_for_tstate_lock|Barrier.wait|_wait", op="thread wait", says="a thread lock, event or join", **GENERIC),
-    R("lock", "python", "concurrent/futures/", "result|wait|as_completed|_wait_for_tstate_lock|__exit__|shutdown",
+    R("lock", "python", "concurrent/futures/", "ThreadPoolExecutor.shutdown|ProcessPoolExecutor.shutdown|shutdown|"
+      "Executor.__exit__|__exit__", op="executor shutdown", says="an executor's shutdown: it joins its workers, "
+      "which finish the tasks they run first", **GENERIC),
+    R("lock", "python", "concurrent/futures/", "result|wait|as_completed|_wait_for_tstate_lock",
       op="future", says="a concurrent.futures result", **GENERIC),
     R("lock", "python", "queue.py", "get|put|join", op="queue", says="a queue", **GENERIC),
     R("lock", "python", "logging/__init__.py", "Handler.acquire|acquire|_acquireLock", op="logging lock",

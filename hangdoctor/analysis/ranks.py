@@ -66,6 +66,7 @@ class RankView:
     peer: Peer | None = None
     gpu: bool | None = None  # a GPU is in use (collector's /proc maps, or CUDA/NCCL frames); None: unknown
     truncated: bool = False  # its dump was cut off
+    awaited: tuple[str, str] | None = None  # (thread name, what it does): the thread a main thread's join may wait for
     helper: tuple[str, Wait] | None = None  # (thread name, wait) of another thread that communicates for the main
     # one: backward's autograd thread in a ZeRO/FSDP all-gather while the main thread sits in backward; a thread
     # in a collective while the main thread waits for it (a lock it holds, a future, a join)
@@ -183,11 +184,13 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
     status = last.status if last else "missing"
     if status in (TIMEOUT, ERROR, NOT_PYTHON) and answered:
         status = OK  # py-spy failed on one sample (it can, on a busy process): the others answered
-    helper = None
+    helper, awaited = None, None
     if threads and (wait is None or wait.kind == "ddp-reducer" or wait.kind in LOCAL_KINDS):
         helper = helper_wait(answered[-1], thread, table, memo)
+    if threads and helper is None and wait is not None and wait.kind == "lock":
+        awaited = awaited_thread(answered[-1], thread, table, memo, source)
     return RankView(
-        identity=record.identity, status=status, stack=stack, helper=helper,
+        identity=record.identity, status=status, stack=stack, helper=helper, awaited=awaited,
         wait=wait, progress=progress_of([t.frames for t in threads]),
         state=last.state if last else "", cpu_percent=round(sum(cpus) / len(cpus), 1) if cpus else None,
         error=last.error if last else "", answered=len(answered), samples=len(samples),
@@ -209,6 +212,25 @@ def helper_wait(sample: Sample, main: ThreadStack, table: WaitTable,
         found = _wait(other.frames, table, memo, None)
         if found is not None and found.communicates and found.kind != "ddp-reducer":
             return other.name or f"thread {other.thread_id}", found
+    return None
+
+
+def awaited_thread(sample: Sample, main: ThreadStack, table: WaitTable, memo: dict[int, Wait | None] | None,
+                   source: dict | None) -> tuple[str, str] | None:
+    """(thread name, what it does) of another thread that is neither idle on a lock nor in a queue, where the main
+    thread waits on its own threads (a join, a future, an executor's shutdown): the thread it most likely waits
+    for (a pool's worker stuck in a write), or None. Its wait, else its innermost Python frame."""
+    for other in sample.threads:
+        if other is main or not other.frames:
+            continue
+        found = _wait(other.frames, table, memo, source)
+        if found is not None and found.kind == "lock":
+            continue  # idle on a lock, a queue or an event: a pool's idle worker, a timer
+        frame = innermost_python(other.frames)
+        what = found.label if found is not None else (
+            f"{'runs' if other.active else 'is'} in {frame.name} ({frame.file}:{frame.line})" if frame else "")
+        if what:
+            return other.name or f"thread {other.thread_id}", what
     return None
 
 

@@ -186,6 +186,10 @@ def _evidence(place: Place) -> list[dict]:
     if view.helper is not None:
         name, wait = view.helper
         items.append({"type": "thread-wait", "text": f"its thread {name!r} waits in {wait.label}", "kind": wait.kind})
+    elif view.awaited is not None:
+        name, what = view.awaited
+        items.append({"type": "thread", "text": f"its thread {name!r} "
+                      + (what if what.startswith(("runs in", "is in")) else f"waits in {what}")})
     moving = place.progress.get(PROGRESSING, 0)
     if moving or place.progress.get(STUCK):
         items.append({"type": "samples", "text": f"stack changed between samples on {moving} of {len(place.ranks)}"

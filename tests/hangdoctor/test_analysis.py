@@ -325,6 +325,24 @@ def test_busy_ranks_caught_at_two_points_of_one_loop_are_one_suspect():
     assert sorted(s.ranks for s in v.suspects[:2]) == [[1], [2]]
 
 
+def test_a_rank_joining_its_own_threads_shows_what_the_busy_one_does():
+    # Lightning's AsyncCheckpointIO at teardown (fes_lightning_async_ckpt_*): the main thread joins the executor's
+    # worker, which is stuck writing; an idle timer thread is no lead. The evidence names the writer.
+    shutdown = (Frame("_wait_for_tstate_lock", "threading.py", 1139), Frame("Thread.join", "threading.py", 1119),
+                Frame("ThreadPoolExecutor.shutdown", "concurrent/futures/thread.py", 235), Frame("teardown", "io.py", 88))
+    timer = (Frame("Condition.wait", "threading.py", 331), Frame("Timer.run", "threading.py", 1399))
+    writer = (Frame("fsync", "libc.so.6", 0, True), Frame("save_checkpoint", "io.py", 45),
+              Frame("_WorkItem.run", "concurrent/futures/thread.py", 58))
+    bcast = (Frame("broadcast", "torch/distributed/distributed_c10d.py", 10), Frame("main", "t.py", 5))
+    found = collection({0: [shutdown] * 2, 1: [bcast] * 2})
+    for sample in found.records[0].samples:
+        sample.threads = (*sample.threads, ThreadStack(7, "Thread-1", timer), ThreadStack(8, "pool_0", writer))
+    v = diagnose(found)
+    first = v.suspects[0]
+    assert first.ranks == [0] and "executor shutdown" in first.reason
+    assert any(e["text"] == "its thread 'pool_0' waits in file I/O <- save_checkpoint (io.py)" for e in first.evidence)
+
+
 def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     # torch.distributed.pipelining's 1F1B: one function, _step_microbatches, waits on batched P2P work in both
     # phases; the source line of each call (read by the collector) says which. Stage 0 waits for gradients from

@@ -383,7 +383,7 @@ def test_a_lone_server_blocked_inside_a_request_is_the_program_not_set_aside(tmp
     assert "uvicorn/server.py" in (tmp_path / "paste.txt").read_text()
     assert main(["analyze", str(tmp_path / "paste.txt"), "--json"]) in (0, 1), capsys.readouterr().err
     data = json.loads(capsys.readouterr().out)
-    assert [r["position"].split(" (")[0] for r in data["ranks"]] == ["future <- news_events"], data["ranks"]
+    assert [r["position"].split(" (")[0] for r in data["ranks"]] == ["executor shutdown <- news_events"], data["ranks"]
 
 
 def test_a_ci_log_viewers_gutter_before_every_line_is_undone(tmp_path):
