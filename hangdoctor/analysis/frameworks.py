@@ -416,8 +416,9 @@ RULES: tuple[WaitRule, ...] = (
       r"connect|waitpid|wait4)(64)?", native=True, op="io", says="waiting on a file, socket or child", **GENERIC),
     R("io", "libc", "", r"(__)?(libc_)?(open|openat|creat|write|pwrite|writev|fsync|fdatasync|sync_file_range|close|"
       r"stat|fstat|lstat|statx|fstatat|__xstat|__fxstat|unlink|rename|mkdir|ftruncate|fallocate)(64)?", native=True,
-      op="file I/O", says="a file system call: a slow or hung file system (a network mount), or the open of a "
-      "FIFO (named pipe) that no process has open at its other end", **GENERIC),
+      op="file I/O", says="a file system call: a slow or hung file system (a network mount), the open of a "
+      "FIFO (named pipe) that no process has open at its other end, or a write to a pipe whose reader stopped "
+      "reading (its buffer full)", **GENERIC),
 )
 
 # Source text of a frame's line, when known (the collector reads it on the node): what a C call on that line is.
@@ -437,8 +438,8 @@ SOURCE_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("device-sync", r"^\s*(if|elif|while|assert)\b.*\btorch\.(isfinite|isnan|isinf|any|all|equal)\(", "synchronize",
      "a tensor's value read by Python (a condition): waits for the GPU when the tensor is on it"),
     ("io", r"(^|[=\s(])open\(|\b(io|os|gzip|bz2|lzma|codecs)\.open\(|\.write\(|\.flush\(|os\.fsync\(|torch\.save\(|json\.dump\(|\.to_csv\(|"
-     r"\.savez?\(|shutil\.(copy|move)", "file I/O", "writing or opening a file: a slow or hung file system, or a "
-     "FIFO (named pipe) that no process has open at its other end"),
+     r"\.savez?\(|shutil\.(copy|move)", "file I/O", "writing or opening a file: a slow or hung file system, a "
+     "FIFO (named pipe) that no process has open at its other end, or a pipe whose reader stopped reading"),
     ("io", r"\.(recv|recv_into|recvfrom|recvmsg|accept|sendall)\(", "socket",
      "a socket call made from this line (torch.distributed's recv has Python frames of its own below the caller)"),
     # a join of a thread, process or queue takes no argument but a timeout (a string's or a path's join takes parts)
