@@ -22,7 +22,11 @@ others, that do not themselves wait for a peer.
          only low when the lines say another side went further;
        - program order from the lines alone, between ranks all in calls; then a side in no call;
        - else a true tie: every side stays a low suspect, and the report says what would break it.
-Confidence comes from the evidence and from what the cause is doing; nothing is confident against an edge.
+    3. Causes of several places that are one: ranks that each wait for a lock shared between processes and for
+       nothing else but each other (a lock-order inversion), and busy ranks running the same code, caught at
+       different points of it (a polling loop): one cause each, one suspect.
+Confidence comes from the evidence and from what the cause is doing; nothing is confident against an edge, and a
+rule whose ranks the others only may wait for (possible edges: a gather's root, a stage without the topology) is low.
 """
 
 from __future__ import annotations
