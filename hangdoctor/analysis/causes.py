@@ -300,7 +300,13 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         reason = (f"{went}: "
                   f"{'it' if one else 'they'} never entered {_calls(others)} and "
                   f"{'waits' if one else 'wait'} in {_calls([node])} instead")
-        return [_cause(graph, [node], "medium", "program-order", reason)]
+        sure = "medium"
+        if len(node.ranks) > 1 and len(others) > 1 and _only_assumed(graph, others, [node]):
+            # the others wait in two calls or more, so not all in one group with these ranks: which of them each
+            # waits for (one may have gone on by right), no edge says
+            sure = "low"
+            reason += "; the others wait in different calls, so which of these ranks each waits for, the stacks do not say"
+        return [_cause(graph, [node], sure, "program-order", reason)]
     sizes = sorted({len(n.ranks) for n in nodes})
     pairing = all(n.place is not None and n.place.wait is not None and n.place.wait.kind == "p2p" for n in nodes)
     if len(sizes) > 1 and not pairing:
@@ -619,6 +625,13 @@ def _waited_ranks(graph: WaitGraph, waiters: list[Node], targets: list[Node]) ->
     named = {r for n in waiters for e in graph.out.get(n.id, []) if e.target in ids and e.strength != "possible"
              for r in e.ranks}
     return sorted(named & set(_ranks(targets))) or _ranks(targets)
+
+
+def _only_assumed(graph: WaitGraph, waiters: list[Node], targets: list[Node]) -> bool:
+    """Every edge from the waiters into the targets is at most assumed (the default group taken for granted)."""
+    ids = {n.id for n in targets}
+    return all(STRENGTH.index(e.strength) <= STRENGTH.index("assumed")
+               for n in waiters for e in graph.out.get(n.id, []) if e.target in ids)
 
 
 def _firmly_waited(graph: WaitGraph, waiters: list[Node], targets: list[Node]) -> bool:

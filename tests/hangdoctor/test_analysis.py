@@ -343,6 +343,27 @@ def test_a_rank_joining_its_own_threads_shows_what_the_busy_one_does():
     assert any(e["text"] == "its thread 'pool_0' waits in file I/O <- save_checkpoint (io.py)" for e in first.evidence)
 
 
+def test_ranks_past_a_loop_are_named_with_confidence_only_where_one_group_waits_for_them():
+    # A (dp, cp) 2x2 mesh (fen_cp_loss_*): ranks 1 and 3 past the step loop in the final barrier, rank 0 in the loop's
+    # dp all_reduce, rank 2 in its cp all_reduce. Two calls inside the loop cannot both span the whole job: which of
+    # ranks 1 and 3 each waits for (rank 1 went on by right), no edge says: low. One call inside the loop: medium.
+    blocks = {("t.py", 72): {"loops": [[60, 75]], "conditions": [], "withs": [], "loop_vars": [], "tests": []},
+              ("t.py", 48): {"loops": [[60, 75]], "conditions": [], "withs": [], "loop_vars": [], "tests": []},
+              ("t.py", 81): {"loops": [], "conditions": [], "withs": [], "loop_vars": [], "tests": []}}
+    dp = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 20), Frame("main", "t.py", 72))
+    cp = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 20), Frame("ring_loss", "t.py", 48),
+          Frame("main", "t.py", 70))
+    barrier = (Frame("barrier", "torch/distributed/distributed_c10d.py", 40), Frame("main", "t.py", 81))
+    for stacks, sure in (({0: [dp] * 2, 1: [barrier] * 2, 2: [cp] * 2, 3: [barrier] * 2}, "low"),
+                         ({0: [dp] * 2, 1: [barrier] * 2, 2: [dp] * 2, 3: [barrier] * 2}, "medium")):
+        found = collection(stacks, world=4)
+        found.source_blocks = {**blocks, ("t.py", 70): blocks[("t.py", 72)]}
+        for record in found.records:
+            object.__setattr__(record.identity, "gpu", False)
+        v = diagnose(found)
+        assert (v.suspects[0].ranks, v.suspects[0].confidence) == ([1, 3], sure), v.suspects[0].reason
+
+
 def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     # torch.distributed.pipelining's 1F1B: one function, _step_microbatches, waits on batched P2P work in both
     # phases; the source line of each call (read by the collector) says which. Stage 0 waits for gradients from
