@@ -325,6 +325,9 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
                 smallest, order = [found[0]], found[1]
         if not _firmly_waited(graph, others, smallest):
             sure = "low"  # the others only may wait for it (a gather's root: its members may be past the call)
+        if all(n.place is not None and n.place.wait is not None and n.place.wait.kind in _RECEIVING
+               for n in smallest):
+            sure = "low"  # it waits for a send or a result: one of the others may have skipped it, and gone on
         others_do = (f"{_verb(others, 'waits', 'wait')} in {_calls(others)} and for"
                      if all(n.state == COMMUNICATING for n in others) else
                      f"{_verb(others, 'is', 'are')} {_doing(others)} and {_verb(others, 'waits', 'wait')} for")
@@ -625,6 +628,9 @@ def _waited_ranks(graph: WaitGraph, waiters: list[Node], targets: list[Node]) ->
     named = {r for n in waiters for e in graph.out.get(n.id, []) if e.target in ids and e.strength != "possible"
              for r in e.ranks}
     return sorted(named & set(_ranks(targets))) or _ranks(targets)
+
+
+_RECEIVING = ("p2p", "work-wait")  # waits for another rank's send or result, whoever it is
 
 
 def _only_assumed(graph: WaitGraph, waiters: list[Node], targets: list[Node]) -> bool:

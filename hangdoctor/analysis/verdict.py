@@ -19,7 +19,7 @@ from hangdoctor.analysis.roles import assign_roles
 from hangdoctor.analysis.fr_cycles import find_cycle
 from hangdoctor.analysis.sequence import GroupSequence, join, merge_alike, statement, suspects_from
 from hangdoctor.analysis.call_semantics import phase_of
-from hangdoctor.analysis.causes import Cause, read_causes
+from hangdoctor.analysis.causes import CONFIDENCE_ORDER, Cause, read_causes
 from hangdoctor.analysis.suspects import Suspect, apply_causes, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waitgraph import WaitGraph, build_graph
@@ -101,6 +101,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
     suspects, hints = find_suspects(list(views.values()), places, dims, missing, native=collection.native,
                                     set_aside=collection.set_aside, decided=decided, graph=graph)
     suspects = apply_causes(suspects, causes, graph, dims)
+    suspects = _beyond_world(suspects, collection.world_size)
     answered = {r for r, v in views.items() if v.responded}
     if not suspects or all(set(s.ranks) >= answered for s in suspects):  # no rank told apart by where they are:
         # how they came there may tell,
@@ -367,6 +368,22 @@ def hung_or_not(views: dict[int, RankView], places: list[Place], samples: int) -
     if len(answered) == len(views) and all(v.progress == PROGRESSING for v in answered):
         return False
     return None
+
+
+def _beyond_world(suspects: list, world: int | None) -> list:
+    """A suspect whose every rank is numbered at or beyond the world size the launcher gave is a process more than
+    the job has ranks (a child a rank forked, a helper numbered in reading order): at most low, after the others."""
+    if not world:
+        return suspects
+    beyond = set()
+    for suspect in suspects:
+        if suspect.ranks and min(suspect.ranks) >= world:
+            beyond.add(id(suspect))
+            if suspect.confidence != "low":
+                suspect.confidence = "low"
+                suspect.reason += (f"; numbered beyond the world size {world}: perhaps no rank at all (a process a "
+                                   f"rank started, such as a forked child)")
+    return sorted(suspects, key=lambda s: (CONFIDENCE_ORDER[s.confidence], id(s) in beyond))
 
 
 def headline(hung: bool | None, views: dict[int, RankView], places: list[Place], expected: int, answered: int,

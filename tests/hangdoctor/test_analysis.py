@@ -364,6 +364,18 @@ def test_ranks_past_a_loop_are_named_with_confidence_only_where_one_group_waits_
         assert (v.suspects[0].ranks, v.suspects[0].confidence) == ([1, 3], sure), v.suspects[0].reason
 
 
+def test_a_process_numbered_beyond_the_world_size_is_never_a_confident_suspect():
+    # torchrun says 3 ranks; a child rank 0 forked (os.fork: its parent's program, no parent pid in py-spy's text)
+    # is read as a fourth process, numbered 3, stuck in a socket read (fco_fork_upload_*): at most low, after the rest
+    recv = (Frame("recv", "socket.py", 0), Frame("upload", "t.py", 40), Frame("main", "t.py", 20))
+    waitpid = (Frame("main", "t.py", 30),)
+    backward = (Frame("backward", "torch/autograd/__init__.py", 5), Frame("main", "t.py", 31))
+    stacks = {0: [waitpid] * 2, 1: [backward] * 2, 2: [backward] * 2, 3: [recv] * 2}
+    v = diagnose(collection(stacks, world=3))
+    assert all(s.confidence == "low" for s in v.suspects if 3 in s.ranks)
+    assert v.suspects[-1].ranks == [3] and "beyond the world size 3" in v.suspects[-1].reason
+
+
 def test_a_pipeline_schedules_forward_and_backward_receives_are_two_places():
     # torch.distributed.pipelining's 1F1B: one function, _step_microbatches, waits on batched P2P work in both
     # phases; the source line of each call (read by the collector) says which. Stage 0 waits for gradients from

@@ -39,11 +39,13 @@ def known_miss(case: Path, entry: dict) -> str:
     return miss["why"] if forms == "all" or form_name(entry) in forms else ""
 
 
-def misreads(case: Path) -> bool:
-    """The case's known miss blames with confidence (known_miss's "misreads": true): an innocent rank, or a first
-    suspect the truth does not name, at medium or high. Every other known miss must stay honest (`dishonest`):
-    where its form lacks the evidence (a wait kind read unknown, a tie, a low guess), it does not blame."""
-    return bool((json.loads((case / "case.json").read_text()).get("known_miss") or {}).get("misreads"))
+def misreads(case: Path, entry: dict) -> bool:
+    """The case's known miss blames with confidence on this form (known_miss's "misreads": true, or a list of the
+    forms, `+source` ones included): an innocent rank, or a first suspect the truth does not name, at medium or
+    high. Every other known miss must stay honest (`dishonest`): where its form lacks the evidence (a wait kind read
+    unknown, a tie, a low guess), it does not blame."""
+    said = (json.loads((case / "case.json").read_text()).get("known_miss") or {}).get("misreads")
+    return said is True or isinstance(said, list) and form_name(entry) in said
 
 
 def dishonest(verdict: dict, expect: dict) -> list[str]:
