@@ -131,6 +131,18 @@ def _alternatives(known_a: dict, la: int, known_b: dict, lb: int) -> bool:
     return any(f"not {test}" in theirs for test in mine) or any(f"not {test}" in mine for test in theirs)
 
 
+def pass_further(a: Stack, b: Stack, blocks: dict | None, locals_a: tuple | None, locals_b: tuple | None) -> int | None:
+    """Which stack is a pass further through a loop both are in, by the loop's counter in the locals alone (0: the
+    first, 1: the second), whatever branches the lines sit in; None where no counter says."""
+    for fa, fb in divergences(a, b):
+        known_a = blocks.get((fa.file, fa.line)) if blocks else None
+        known_b = blocks.get((fb.file, fb.line)) if blocks else None
+        counted = _by_counter(fa, fb, known_a, known_b, _locals_of(a, fa, locals_a), _locals_of(b, fb, locals_b))
+        if counted is not None:
+            return counted.ahead
+    return None
+
+
 def _locals_of(stack: Stack, frame: Frame, frame_locals: tuple | None) -> dict | None:
     if not frame_locals:
         return None

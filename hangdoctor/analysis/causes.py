@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SILENT, STRENGTH, Edge,
                                            Node, WaitGraph)
-from hangdoctor.analysis.ahead import compare
+from hangdoctor.analysis.ahead import compare, pass_further
 from hangdoctor.analysis.call_semantics import recomputing
 from hangdoctor.analysis.conditional_calls import conditional_collective
 from hangdoctor.topology import fold_ranks
@@ -264,6 +264,8 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if conditional:  # a whole-job collective only the ranks in a branch on the rank issue
         return [_cause(graph, [conditional[0]], "medium", "rank-branch-call", conditional[1])]
     chained = _chain_end(nodes)
+    if chained and _receivers_ahead(nodes, chained[0], graph.blocks):
+        chained = None  # the receivers are a pass further: they went past the end's call, not it past its send
     if chained:
         ends, at_ends, detail = chained
         return [_cause(graph, ends, "medium" if len(ends) == 1 else "low", "chain-end", detail, ranks=at_ends)]
@@ -326,7 +328,7 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         if not _firmly_waited(graph, others, smallest):
             sure = "low"  # the others only may wait for it (a gather's root: its members may be past the call)
         if all(n.place is not None and n.place.wait is not None and n.place.wait.kind in _RECEIVING
-               for n in smallest):
+               for n in smallest) and not _pass_further(smallest, others, graph.blocks):
             sure = "low"  # it waits for a send or a result: one of the others may have skipped it, and gone on
         others_do = (f"{_verb(others, 'waits', 'wait')} in {_calls(others)} and for"
                      if all(n.state == COMMUNICATING for n in others) else
@@ -334,6 +336,9 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {others_do} "
                   f"{_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
                   f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else ""))
+        if _pass_further(smallest, others, graph.blocks):
+            reason += (f"; by the loop's counter in the locals {_verb(smallest, 'it is', 'they are')} a pass further: "
+                       f"past the call the others wait in")
         if ahead is not None and ahead[0] not in smallest and ahead[1].left_loop:  # many past a loop, few in it
             sure = "low"
             reason += (f"; or {_who([ahead[0]])} left the loop early ({ahead[1].why}): the stacks cannot tell one "
@@ -464,6 +469,29 @@ def _chain_end(nodes: list[Node]) -> tuple[list[Node], list[int], str] | None:
     return found, at_ends, (f"the end of a chain of receives: {who} to receive ({steps}), and rank"
                             f"{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} "
                             f"{'wait' if len(at_ends) > 1 else 'waits'} in {_calls(found)} instead of sending")
+
+
+def _pass_further(nodes: list[Node], others: list[Node], blocks: dict | None) -> bool:
+    """Every rank of `nodes` is a pass further than every rank of `others` by a loop's counter in the locals."""
+    return all(a.place is not None and b.place is not None and pass_further(
+        a.place.views[0].stack, b.place.views[0].stack, blocks, a.place.views[0].frame_locals,
+        b.place.views[0].frame_locals) == 0 for a in nodes for b in others)
+
+
+def _receivers_ahead(nodes: list[Node], ends: list[Node], blocks: dict | None) -> bool:
+    """The chain's receivers are a pass further than the ranks it ends at, by a loop's counter in the locals: they
+    went past the call the end waits in (a collective they skipped) and wait for a send the end makes only after
+    it; the end did not skip a send."""
+    receivers = [n for n in nodes if n not in ends and n.place is not None and n.place.wait is not None
+                 and _direction(n.place.wait.op) == "recv"]
+    for receiver in receivers:
+        for end in ends:
+            if end.place is None:
+                continue
+            mine, theirs = receiver.place.views[0], end.place.views[0]
+            if pass_further(mine.stack, theirs.stack, blocks, mine.frame_locals, theirs.frame_locals) == 0:
+                return True
+    return False
 
 
 def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:
