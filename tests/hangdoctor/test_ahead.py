@@ -1,7 +1,7 @@
 """Which of two ranks left the common path (analysis/ahead.py), and the source structure the collector reads for
 it on the node (collector/source.py frame_blocks): real files parsed, made-up stacks."""
 
-from hangdoctor.analysis.ahead import compare, divergence
+from hangdoctor.analysis.ahead import compare, divergence, pass_further
 from hangdoctor.collector.source import frame_blocks, frame_lines
 from hangdoctor.model import Frame
 
@@ -111,6 +111,16 @@ def test_a_branch_that_names_the_rank_wins_over_the_counter(tmp_path):
     blocks, _ = blocks_of(tmp_path)
     order = compare(stack(3), stack(5), blocks, ({}, {"step": "4"}), ({}, {"step": "3"}))
     assert order.ahead == 1 and "branch" in order.why and not order.by_counter
+
+
+def test_the_pass_further_reads_the_counter_alone_whatever_the_branches(tmp_path):
+    """`pass_further` answers one question, by the counter only: which rank went past the other's place in the
+    loop (the receive chain asks it of a receiver in `if rank == 3:` and the rank it waits for, fev_pp_*)."""
+    blocks, _ = blocks_of(tmp_path)
+    assert pass_further(stack(3), stack(5), blocks, ({}, {"step": "4"}), ({}, {"step": "3"})) == 0
+    assert pass_further(stack(5), stack(3), blocks, ({}, {"step": "3"}), ({}, {"step": "4"})) == 1
+    assert pass_further(stack(3), stack(5), blocks, ({}, {"step": "3"}), ({}, {"step": "3"})) is None
+    assert pass_further(stack(3), stack(5), blocks, None, None) is None
 
 
 def test_an_unreadable_or_broken_file_gives_no_blocks(tmp_path):
