@@ -479,19 +479,12 @@ def _pass_further(nodes: list[Node], others: list[Node], blocks: dict | None) ->
 
 
 def _receivers_ahead(nodes: list[Node], ends: list[Node], blocks: dict | None) -> bool:
-    """The chain's receivers are a pass further than the ranks it ends at, by a loop's counter in the locals: they
-    went past the call the end waits in (a collective they skipped) and wait for a send the end makes only after
+    """Some receiver of the chain is a pass further than the ranks it ends at, by a loop's counter in the locals:
+    it went past the call the end waits in (a collective it skipped) and waits for a send the end makes only after
     it; the end did not skip a send."""
     receivers = [n for n in nodes if n not in ends and n.place is not None and n.place.wait is not None
                  and _direction(n.place.wait.op) == "recv"]
-    for receiver in receivers:
-        for end in ends:
-            if end.place is None:
-                continue
-            mine, theirs = receiver.place.views[0], end.place.views[0]
-            if pass_further(mine.stack, theirs.stack, blocks, mine.frame_locals, theirs.frame_locals) == 0:
-                return True
-    return False
+    return any(_pass_further([receiver], ends, blocks) for receiver in receivers)
 
 
 def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:

@@ -66,7 +66,7 @@ class RankView:
     peer: Peer | None = None
     gpu: bool | None = None  # a GPU is in use (collector's /proc maps, or CUDA/NCCL frames); None: unknown
     truncated: bool = False  # its dump was cut off
-    awaited: tuple[str, str] | None = None  # (thread name, what it does): the thread a main thread's join may wait for
+    awaited: tuple[str, str] | None = None  # (thread name, what it does, "waits in ..."): what its join may wait for
     helper: tuple[str, Wait] | None = None  # (thread name, wait) of another thread that communicates for the main
     # one: backward's autograd thread in a ZeRO/FSDP all-gather while the main thread sits in backward; a thread
     # in a collective while the main thread waits for it (a lock it holds, a future, a join)
@@ -227,7 +227,7 @@ def awaited_thread(sample: Sample, main: ThreadStack, table: WaitTable, memo: di
         if found is not None and found.kind == "lock":
             continue  # idle on a lock, a queue or an event: a pool's idle worker, a timer
         frame = innermost_python(other.frames)
-        what = found.label if found is not None else (
+        what = f"waits in {found.label}" if found is not None else (
             f"{'runs' if other.active else 'is'} in {frame.name} ({frame.file}:{frame.line})" if frame else "")
         if what:
             return other.name or f"thread {other.thread_id}", what

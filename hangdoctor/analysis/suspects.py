@@ -25,7 +25,6 @@ Recorder).
 from __future__ import annotations
 
 import json
-
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -188,8 +187,7 @@ def _evidence(place: Place) -> list[dict]:
         items.append({"type": "thread-wait", "text": f"its thread {name!r} waits in {wait.label}", "kind": wait.kind})
     elif view.awaited is not None:
         name, what = view.awaited
-        items.append({"type": "thread", "text": f"its thread {name!r} "
-                      + (what if what.startswith(("runs in", "is in")) else f"waits in {what}")})
+        items.append({"type": "thread", "text": f"its thread {name!r} {what}"})
     moving = place.progress.get(PROGRESSING, 0)
     if moving or place.progress.get(STUCK):
         items.append({"type": "samples", "text": f"stack changed between samples on {moving} of {len(place.ranks)}"
