@@ -226,8 +226,15 @@ def statement(group: GroupSequence, describe) -> str:
 
 def _stuck_before(group: GroupSequence, parting: Parting, waiting: list[int]) -> list[int]:
     """Members that never issued the parting id because they are still inside the id before it, which every
-    waiting member completed (torch's pg_status says so): held in a call the others got through, not a skip."""
+    waiting member completed (torch's pg_status says so): held in a call the others got through, not a skip. A
+    member whose last entry is a later call elsewhere (a barrier in the world) got past the id before on its own
+    side: its completion record only lags (gloo marks work completed when someone asks), and it skipped."""
     prev = parting.seq - 1
+    groups = group.group.split("+")
+
+    def held_there(rank: int) -> bool:
+        last = parting.last.get(rank)
+        return last is None or (last.group in groups and not last.p2p and last.seq == prev)
 
     def completed(rank: int) -> int:
         done = group.last_completed.get(rank)
@@ -236,7 +243,7 @@ def _stuck_before(group: GroupSequence, parting: Parting, waiting: list[int]) ->
     if prev < 1 or any(completed(r) < prev for r in waiting):
         return []
     return [r for r in parting.never if group.last_issued.get(r) == prev
-            and group.last_completed.get(r) is not None and completed(r) < prev]
+            and group.last_completed.get(r) is not None and completed(r) < prev and held_there(r)]
 
 
 def _where(entry: FrEntry | None) -> str:

@@ -65,6 +65,17 @@ def test_a_skipped_all_reduce_is_named_by_group_sequence_id_and_coordinates():
     assert v.headline.startswith("Flight Recorder dumps of 4/4 ranks; first parting at #3")
 
 
+def test_a_lagging_completion_record_does_not_hide_a_skip():
+    # seen live (CI, gloo): rank 1's pg_status still said all_reduce #1 completed while it had issued #2 and sat in
+    # the world barrier: its last entry is past #2, so it skipped #3; it is not held inside #2
+    from hangdoctor.analysis.sequence import suspects_from
+
+    lagging = dumps("skip_allreduce")
+    lagging[1].status["1"]["last_completed_collective"] = 1
+    found = suspects_from(join(lagging, ParallelDims(tp=2, dp=2)))
+    assert [(ranks, kind, sure) for ranks, kind, sure, _ in found][:1] == [([1], "never-issued", "high")]
+
+
 def test_one_faulty_replica_of_pp2_tp2_dp2_is_named_in_coordinates():
     # our trainer, --fault skip-loss-broadcast:iteration=2,dp=1 --flight-recorder (data/fr/skip_loss_pp2tp2dp2/README.md)
     v = diagnose(load_paths([FR / "skip_loss_pp2tp2dp2"], TopologyFlags(tp=2, pp=2)))
