@@ -23,11 +23,14 @@ For each factor (1.05 = 5% slower, ...) and each trial:
 Kinds: `sleep` (a rank held up outside Python's work: I/O, a lock), `compute` (Python arithmetic: on this
 2-core machine the 4 ranks share the cores, so compute-bound ranks also slow each other) and `loader` (a slow
 DataLoader worker; fixture only) and `share` (a lower CPU share: the rank's niceness raised until the job's steps
-are F times as long, what other work on its node does; trainer and DDP example only).
+are F times as long, what other work on its node does; trainer and DDP example only) and `neighbour` (another
+process on the rank's own core, CPU-bound for a share of each 20 ms tuned until the steps are F times as long; the
+ranks pinned one to a core, `--pin`, implied: on a node with a core per rank a healthy rank waits for none).
 
     .venv/bin/python bench/stragglers.py --how sleep compute --trials 10 --seconds 5
     .venv/bin/python bench/stragglers.py --job trainer --how compute --factors 1.1 --trials 20 --seconds 20
     .venv/bin/python bench/stragglers.py --job ddp-example --nproc 2 --how compute --factors 1.1 --trials 20 --seconds 20
+    .venv/bin/python bench/stragglers.py --job ddp-example --nproc 2 --how neighbour --factors 1.1 --trials 20 --seconds 20
     .venv/bin/python bench/stragglers.py --rescore KEPT --rev 46204f2   # the same samples read by two analyses
 """
 
@@ -65,7 +68,7 @@ class InjectedJob:
     interface as SlowJob (run_id, times, slow, stop). `start` returns once rank 0 stepped its optimizer 10 times
     (the injector knows every rank's healthy step time after 5)."""
 
-    def __init__(self, tmp: Path, program: list[str], *, nproc: int, how: str):
+    def __init__(self, tmp: Path, program: list[str], *, nproc: int, how: str, pin: bool = False):
         tmp.mkdir(parents=True, exist_ok=True)
         self.nproc, self.how = nproc, how
         self.control, self.times, self.log = tmp / "control.json", tmp / "times.txt", tmp / "torchrun.log"
@@ -73,7 +76,7 @@ class InjectedJob:
         self.command = [PYTHON, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                         *[str(tmp / "run") if a == "{run}" else a for a in program]]
         self.env = child_env(PYTHONPATH=f"{INJECT}{os.pathsep}{REPO}", HD_STRAGGLER_CONTROL=str(self.control),
-                             HD_STRAGGLER_TIMES=str(self.times))
+                             HD_STRAGGLER_TIMES=str(self.times), HD_STRAGGLER_PIN="1" if pin else "0")
         self.proc: subprocess.Popen | None = None
         self.run_id = ""
 
@@ -141,19 +144,19 @@ def iteration_times(job, start: float, end: float) -> list[float]:
     return [b - a for a, b in zip(inside, inside[1:])]
 
 
-def make_job(which: str, how: str, nproc: int, work: float, tmp: Path):
+def make_job(which: str, how: str, nproc: int, work: float, tmp: Path, pin: bool = False):
     if which == "fixture":
         return SlowJob(tmp, nproc=nproc, how=how, work=work, lifetime=3600).start()
     program = [*TRAINER, "--run-dir", "{run}"] if which == "trainer" else DDP_EXAMPLE
-    return InjectedJob(tmp, program, nproc=nproc, how=how).start()
+    return InjectedJob(tmp, program, nproc=nproc, how=how, pin=pin or how == "neighbour").start()
 
 
 def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: float, rate: int, costs: list[float],
-             nproc: int, work: float, quiet: float, tmp: Path, rng: random.Random) -> dict:
+             nproc: int, work: float, quiet: float, tmp: Path, rng: random.Random, pin: bool = False) -> dict:
     """Each setting's trials; with several --cost values each trial is run once per value, one after the other,
     on the same slowed rank (side by side: the machine's noise falls on both alike)."""
     (tmp / how).mkdir(parents=True, exist_ok=True)
-    job = make_job(which, how, nproc, work, tmp / how)
+    job = make_job(which, how, nproc, work, tmp / how, pin)
     results: dict = {"job": which, "how": how, "settings": []}
     try:
         time.sleep(2)
@@ -280,7 +283,7 @@ def rescore(folder: Path, revs: list[str]) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--job", choices=("fixture", "trainer", "ddp-example"), default="fixture")
-    parser.add_argument("--how", nargs="+", default=["sleep", "compute"], choices=("sleep", "compute", "loader", "share"))
+    parser.add_argument("--how", nargs="+", default=["sleep", "compute"], choices=("sleep", "compute", "loader", "share", "neighbour"))
     parser.add_argument("--factors", type=float, nargs="+", default=[1.05, 1.1, 1.2, 1.5])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -293,6 +296,8 @@ def main() -> int:
                              "(default: 2, 10 for the trainer's 0.6 s iterations)")
     parser.add_argument("--work", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pin", action="store_true",
+                        help="pin each rank to one core (LOCAL_RANK modulo the cores; implied by --how neighbour)")
     parser.add_argument("--keep", type=Path, help="a folder to keep the jobs' logs and every attach report in")
     parser.add_argument("--rescore", type=Path, metavar="FOLDER",
                         help="run no job: read again every report kept in FOLDER (by --keep), with this tree and "
@@ -308,13 +313,15 @@ def main() -> int:
     if args.job != "fixture" and "loader" in args.how:
         parser.error("the injector slows a rank by compute, sleep or a lower CPU share; the loader kind is the "
                      "fixture's")
-    if args.job == "fixture" and "share" in args.how:
+    if args.job == "fixture" and {"share", "neighbour"} & set(args.how):
         parser.error("a lower CPU share is the injector's (--job trainer or ddp-example)")
+    if "neighbour" in args.how and args.nproc > len(os.sched_getaffinity(0)):
+        parser.error(f"a neighbour on a rank's core needs a core per rank: --nproc at most "
+                     f"{len(os.sched_getaffinity(0))} here")
     with tempfile.TemporaryDirectory(prefix="stragglers-") as folder:
         where = args.keep or Path(folder)
         every = [run_kind(args.job, how, args.factors, args.trials, args.seconds, args.rate, args.cost, args.nproc,
-                          args.work,
-                          quiet, where, rng) for how in args.how]
+                          args.work, quiet, where, rng, args.pin) for how in args.how]
     print()
     print(f"{args.job}: {args.nproc} ranks, " + (f"{args.work * 1000:g} ms of work a step, " if args.job == "fixture"
                                                    else "") + f"profile {args.seconds:g}s at {args.rate}/s, "

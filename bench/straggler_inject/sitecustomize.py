@@ -12,7 +12,14 @@ Rank R spends, before each of its optimizer steps, (F - 1) x its own healthy ste
 its steps while no rank was slowed (the last 50 such steps; nothing is injected before 5 of them were seen), in
 Python arithmetic ("compute": the CPU is busy, its stack moves in Python frames) or in time.sleep ("sleep": held
 up outside Python's work), or ("share") by a lower CPU share: its threads' niceness raised until the job's steps
-take F times the healthy step (what other work on its node does to it). Rank -1 or factor 1: nobody is slowed.
+take F times the healthy step (what other work on its node does to it), or ("neighbour") by another process on its
+core: a CPU-bound process pinned beside it (not its child: started through an intermediate that exits), whose share
+of each 20 ms is raised or lowered until the job's steps take F times the healthy step. Rank -1 or factor 1: nobody
+is slowed.
+
+HD_STRAGGLER_PIN=1: each rank is pinned at start-up to one core of those it may use (LOCAL_RANK modulo their
+number; its threads, made later, inherit it), as a launcher's CPU binding does (`srun --cpu-bind`, one rank per
+core): a rank then waits for a core only when something else runs on its own.
 
 HD_STRAGGLER_TIMES=FILE: rank 0 appends "iteration N at T" (time.time()) at each of its steps, the iteration
 end times bench/stragglers.py reads (the same format as tests/hangdoctor/fixtures/slow_job.py's --times).
@@ -60,6 +67,7 @@ class _Injector:
         self.healthy: list[float] = []
         self.steps = 0
         self.share = _Share()
+        self.neighbour = _Neighbour(control)
 
     def refresh(self) -> None:
         import json
@@ -96,8 +104,9 @@ class _Injector:
             del self.healthy[:-self.KEEP]
         self.last_healthy = healthy
         slowed = not healthy and self.rank == self.slow_rank and len(self.healthy) >= self.NEEDED
-        if slowed and self.how == "share":
-            self.share.adjust(now - self.last, self.factor * sorted(self.healthy)[len(self.healthy) // 2])
+        if slowed and self.how in ("share", "neighbour"):
+            knob = self.share if self.how == "share" else self.neighbour
+            knob.adjust(now - self.last, self.factor * sorted(self.healthy)[len(self.healthy) // 2])
         elif slowed:
             ordered = sorted(self.healthy)
             extra = (self.factor - 1.0) * ordered[len(ordered) // 2]
@@ -107,6 +116,8 @@ class _Injector:
                 _spin(extra)
         if not (slowed and self.how == "share"):
             self.share.reset()
+        if not (slowed and self.how == "neighbour"):
+            self.neighbour.reset()
         self.last = time.perf_counter()
         self.steps += 1
         if self.times is not None:
@@ -152,6 +163,88 @@ class _Share:
                 pass
 
 
+# The neighbour: argv = its duty file, the rank's pid, the core. Every 20 ms it computes for `duty` of them and
+# sleeps the rest; it reads the duty again every quarter second and ends when the rank is gone.
+_HOG = """
+import os, sys, time
+duty_file, pid, core = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.sched_setaffinity(0, {core})
+duty, checked = 0.0, 0.0
+while True:
+    now = time.monotonic()
+    if now - checked > 0.25:
+        checked = now
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
+        try:
+            duty = float(open(duty_file).read() or 0)
+        except (OSError, ValueError):
+            duty = 0.0
+    if duty <= 0:
+        time.sleep(0.25)
+        continue
+    end = now + 0.02 * duty
+    while time.monotonic() < end:
+        pass
+    time.sleep(0.02 * (1 - duty))
+"""
+
+
+class _Neighbour:
+    """Another process on the rank's core, CPU-bound for a share of the time (`duty`) raised one step while the
+    job's steps are shorter than the target and lowered while they are over it by 10%. Started at the first slowed
+    step, through a short-lived intermediate so that it is no child of the rank (a rank's children are its loader
+    workers to a profiler); it idles at duty 0 while the rank is not slowed."""
+
+    STEP = 0.05
+
+    def __init__(self, control: str):
+        self.duty_file = f"{control}.neighbour.{os.getpid()}"
+        self.duty, self.recent, self.started = 0.0, [], False
+
+    def adjust(self, interval: float, target: float) -> None:
+        self.recent = (self.recent + [interval])[-3:]
+        if not self.started:
+            self._start()
+            self._set(0.2)
+            return
+        middle = sorted(self.recent)[len(self.recent) // 2]
+        if middle < 0.97 * target and self.duty < 0.95:
+            self._set(self.duty + self.STEP)
+        elif middle > 1.1 * target and self.duty > self.STEP:
+            self._set(self.duty - self.STEP)
+
+    def reset(self) -> None:
+        if self.duty:
+            self._set(0.0)
+        self.recent = []
+
+    def _start(self) -> None:
+        import subprocess
+
+        self.started = True
+        core = min(os.sched_getaffinity(0))
+        hog = [sys.executable, "-I", "-S", "-c", _HOG, self.duty_file, str(os.getpid()), str(core)]
+        starter = ("import subprocess, sys; subprocess.Popen(sys.argv[1:], start_new_session=True, "
+                   "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
+        subprocess.run([sys.executable, "-I", "-S", "-c", starter, *hog], timeout=30)
+
+    def _set(self, duty: float) -> None:
+        self.duty = round(min(max(duty, 0.0), 0.95), 2)
+        with open(self.duty_file + ".tmp", "w") as handle:
+            handle.write(str(self.duty))
+        os.replace(self.duty_file + ".tmp", self.duty_file)
+
+
+def _pin() -> None:
+    """One core per rank, LOCAL_RANK modulo the cores it may use (HD_STRAGGLER_PIN=1)."""
+    cores = sorted(os.sched_getaffinity(0))
+    local = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
+    os.sched_setaffinity(0, {cores[local % len(cores)]})
+
+
 def _spin(seconds: float) -> int:
     """Python arithmetic for about `seconds` of wall time."""
     import time
@@ -168,6 +261,8 @@ def _install() -> None:
     rank = os.environ.get("RANK")
     if not control or rank is None:
         return
+    if os.environ.get("HD_STRAGGLER_PIN") == "1":
+        _pin()
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     injector = _Injector(control, os.environ.get("HD_STRAGGLER_TIMES"), int(rank))

@@ -22,8 +22,10 @@ a core over the same window (per-thread schedstat, read by the collector: exact)
 than its peers; such a rank is named unless the samples say the opposite beyond their noise (its peers waited
 less than it did by more than the noise bar): with one peer (a pipeline stage of two ranks) a straggler's few
 samples can put it level with its peer (bench/stragglers.py --rescore: 39/40 named with the gap's sign as the gate,
-40/40 so, false alarms 1/40 either way). The evidence says which kind of straggler it is: more
-work, more waiting for a core (other work on its node), or neither (held up off the CPU).
+40/40 so, false alarms 1/40 either way). Where its peers had cores to spare (a core to each rank), a rank that
+waits for a core more than they do is named the same way: something else runs on its core (the same count). The
+evidence says which kind of straggler it is: more work, more waiting for a core (other work on its node), or
+neither (held up off the CPU).
 
 On a GPU the wait for a slow rank happens inside the NCCL kernel, where no CPU sample sees it: where the ranks'
 Flight Recorder traces carry kernel times (TORCH_NCCL_ENABLE_TIMING=1), kernel_times.py reads who the kernels
@@ -61,6 +63,9 @@ SECOND_LOOK = 1.3
 # oversubscribed cores, a 10% slower one by about 20% (bench/stragglers.py, docs/BENCHMARKS.md)
 WORK_FLOOR = 0.06
 CORE_WAIT_GAP = 0.15  # how much more of the time than its peers a rank must wait for a core to be said to lack CPU
+# where its peers wait for a core at most this share of the time (a core to each rank, as a launcher's CPU binding
+# gives), a rank that waits for one MIN_GAP of the time more than they do lacks CPU: something else runs on its core
+SPARE_CORES = 0.05
 
 
 @dataclass
@@ -219,8 +224,9 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             measure, peers_wait, gap, needed = max(
                 (_gap(one, others, measure) for measure in ("peer_wait", "call_wait")),
                 key=lambda found: found[2] / found[3])
-            work = _work_gap(one, others)
-            if gap > needed or (gap > -needed and work is not None and work[0] - work[1] > work[2]):
+            work, core = _work_gap(one, others), _core_gap(one, others)
+            if gap > needed or (gap > -needed and any(found is not None and found[0] - found[1] > found[2]
+                                                      for found in (work, core))):
                 found = _straggler(one, others, peers_wait, gap, needed, measure, work)
                 in_phase = _only_in_phase(one, others) if found.instead and found.instead[0].what == "dataloader" \
                     else None
@@ -296,6 +302,18 @@ def _work_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, 
     return one.on_core, theirs, max(MIN_GAP / 2, WORK_FLOOR * theirs, 3 * _mad(peers))
 
 
+def _core_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, float] | None:
+    """(its main thread's share of the window waiting for a core, its peers' median, what its excess must clear),
+    where its peers had cores to spare (they waited for one at most SPARE_CORES of the time); None otherwise. Where
+    the ranks themselves contend for the cores, the scheduler's shares among them swing by up to 15 points of the
+    time (the reference trainer's 4 ranks on 2 cores) and one rank's lower share cannot be told from that; where
+    each has a core, one that waits for it has a neighbour on it (exact: the kernel's count)."""
+    peers = [m.core_wait for m in others if m.core_wait is not None]
+    if one.core_wait is None or not peers or median(peers) > SPARE_CORES:
+        return None
+    return one.core_wait, median(peers), max(MIN_GAP, 3 * _mad(peers))
+
+
 def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap: float,
                needed: float, measure: str = "peer_wait", work: tuple[float, float, float] | None = None) -> Straggler:
     instead = []
@@ -342,8 +360,11 @@ def _work_evidence(one: RankShares, others: list[RankShares], work: tuple[float,
         return said
     said += f"; it waited for a core {one.core_wait:.0%} of the time, its peers {median(waits):.0%}"
     # waits for a core vary from rank to rank on a busy node (0.24-0.42 of the time among the reference trainer's
-    # healthy ranks on 2 cores): only a wide margin says the node's other work takes its CPU
-    if one.core_wait - median(waits) > max(CORE_WAIT_GAP, 3 * _mad(waits)):
+    # healthy ranks on 2 cores): only a wide margin says the node's other work takes its CPU; where its peers had
+    # cores to spare, the narrow one of _core_gap
+    core = _core_gap(one, others)
+    if (core is not None and core[0] - core[1] > core[2]) or \
+            one.core_wait - median(waits) > max(CORE_WAIT_GAP, 3 * _mad(waits)):
         said += ": other work on its node takes its CPU"
     elif own - theirs <= bar:
         said += (": no more work than theirs, no less CPU; what holds it up is off the CPU (a sleep, I/O, a lock, "

@@ -23,14 +23,15 @@ STEP = ["<module> (t.py:9)", "step (t.py:4)"]
 IN_ALL_REDUCE = ["<module> (t.py:10)", "all_reduce (torch/distributed/distributed_c10d.py:2800)"]
 
 
-def _rank(rank: int, waiting: int, on_core: float | None, samples: int = 180) -> RankRecord:
+def _rank(rank: int, waiting: int, on_core: float | None, samples: int = 180, core_wait: float = 0.25) -> RankRecord:
     """A rank sampled `samples` times (9/s for 20 s: the rate the samplers' cost bound kept for the reference trainer
-    on 2 cores), `waiting` of them in the all_reduce; its main thread on a core `on_core` of the 20 s."""
+    on 2 cores), `waiting` of them in the all_reduce; its main thread on a core `on_core` of the 20 s and waiting for
+    one `core_wait` of them."""
     def stack(labels: list[str]) -> tuple:
         return tuple(frame_from_label(label) for label in reversed(labels))
     stacks = (ProfiledStack(10 + rank, "MainThread", stack(IN_ALL_REDUCE), waiting),
               ProfiledStack(10 + rank, "MainThread", stack(STEP), samples - waiting))
-    cpu = None if on_core is None else CpuTime(seconds=20.0, on_core=20 * on_core, waiting=20 * 0.25,
+    cpu = None if on_core is None else CpuTime(seconds=20.0, on_core=20 * on_core, waiting=20 * core_wait,
                                                all_on_core=20 * on_core + 1)
     return RankRecord(RankIdentity(rank=rank, host="n1", pid=10 + rank),
                       profile=RankProfile(status=OK, rate=9, seconds=20.0, samples=samples, stacks=stacks, cpu=cpu))
@@ -72,6 +73,23 @@ def test_a_straggler_that_computes_no_more_is_said_to_be_held_up_off_the_cpu():
     finding = find_stragglers(Collection(records=[*[_rank(r, 72, 0.40) for r in range(3)], _rank(3, 20, 0.40)]))
     assert [s.ranks for s in finding.stragglers] == [[3]]
     assert "no more work than theirs, no less CPU; what holds it up is off the CPU" in finding.stragglers[0].evidence
+
+
+def test_a_rank_that_waits_for_its_own_core_is_named_where_its_peers_have_cores_to_spare():
+    # one rank per core (a launcher's CPU binding): another process on rank 1's core; it does the same work as its
+    # peer and waits for its core 10% of the time against 1%, its samples level with its peer's (one peer: no spread)
+    finding = find_stragglers(Collection(records=[_rank(0, 72, 0.40, core_wait=0.01),
+                                                  _rank(1, 68, 0.40, core_wait=0.10)]))
+    assert [s.ranks for s in finding.stragglers] == [[1]]
+    assert "it waited for a core 10% of the time, its peers 1%: other work on its node takes its CPU" \
+        in finding.stragglers[0].evidence
+    # the same excess where the ranks contend for the cores themselves (4 ranks on 2 cores: each waits for one a
+    # quarter of the time or more, the shares swing by 15 points): nobody
+    assert _named(*[_rank(r, 72, 0.40, core_wait=0.30) for r in range(3)], _rank(3, 70, 0.40, core_wait=0.39)) == []
+    # a sliver more than its peer: nobody; its peer plainly waiting less than it did (beyond the samples' noise):
+    # not it (the samples name the peer, which it waited for)
+    assert _named(_rank(0, 72, 0.40, core_wait=0.01), _rank(1, 72, 0.40, core_wait=0.04)) == []
+    assert _named(_rank(0, 60, 0.40, core_wait=0.01), _rank(1, 110, 0.40, core_wait=0.10)) == [[0]]
 
 
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end:\n    sum(i * i for i in range(1000))\n"
