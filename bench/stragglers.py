@@ -144,19 +144,22 @@ def iteration_times(job, start: float, end: float) -> list[float]:
     return [b - a for a, b in zip(inside, inside[1:])]
 
 
-def make_job(which: str, how: str, nproc: int, work: float, tmp: Path, pin: bool = False):
+def make_job(which: str, how: str, nproc: int, work: float, tmp: Path, pin: bool = False, width: int = 0):
     if which == "fixture":
         return SlowJob(tmp, nproc=nproc, how=how, work=work, lifetime=3600).start()
     program = [*TRAINER, "--run-dir", "{run}"] if which == "trainer" else DDP_EXAMPLE
+    if which == "ddp-example" and width:
+        program = [*program[:-1], str(width)]
     return InjectedJob(tmp, program, nproc=nproc, how=how, pin=pin or how == "neighbour").start()
 
 
 def run_kind(which: str, how: str, factors: list[float], trials: int, seconds: float, rate: int, costs: list[float],
-             nproc: int, work: float, quiet: float, tmp: Path, rng: random.Random, pin: bool = False) -> dict:
+             nproc: int, work: float, quiet: float, tmp: Path, rng: random.Random, pin: bool = False,
+             width: int = 0) -> dict:
     """Each setting's trials; with several --cost values each trial is run once per value, one after the other,
     on the same slowed rank (side by side: the machine's noise falls on both alike)."""
     (tmp / how).mkdir(parents=True, exist_ok=True)
-    job = make_job(which, how, nproc, work, tmp / how, pin)
+    job = make_job(which, how, nproc, work, tmp / how, pin, width)
     results: dict = {"job": which, "how": how, "settings": []}
     try:
         time.sleep(2)
@@ -296,6 +299,8 @@ def main() -> int:
                              "(default: 2, 10 for the trainer's 0.6 s iterations)")
     parser.add_argument("--work", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--width", type=int, default=0,
+                        help="the DDP example's layer width (default 1024: about 50 ms a step on 2 ranks here)")
     parser.add_argument("--pin", action="store_true",
                         help="pin each rank to one core (LOCAL_RANK modulo the cores; implied by --how neighbour)")
     parser.add_argument("--keep", type=Path, help="a folder to keep the jobs' logs and every attach report in")
@@ -321,7 +326,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="stragglers-") as folder:
         where = args.keep or Path(folder)
         every = [run_kind(args.job, how, args.factors, args.trials, args.seconds, args.rate, args.cost, args.nproc,
-                          args.work, quiet, where, rng, args.pin) for how in args.how]
+                          args.work, quiet, where, rng, args.pin, args.width) for how in args.how]
     print()
     print(f"{args.job}: {args.nproc} ranks, " + (f"{args.work * 1000:g} ms of work a step, " if args.job == "fixture"
                                                    else "") + f"profile {args.seconds:g}s at {args.rate}/s, "
