@@ -20,6 +20,7 @@ from hangdoctor.analysis.fr_cycles import find_cycle
 from hangdoctor.analysis.sequence import GroupSequence, join, merge_alike, statement, suspects_from
 from hangdoctor.analysis.call_semantics import phase_of
 from hangdoctor.analysis.causes import CONFIDENCE_ORDER, Cause, read_causes
+from hangdoctor.analysis.self_lock import held_by_own_thread
 from hangdoctor.analysis.suspects import Suspect, apply_causes, find_suspects
 from hangdoctor.analysis.tree import TreeNode, build_tree, thread_frame
 from hangdoctor.analysis.waitgraph import WaitGraph, build_graph
@@ -62,6 +63,17 @@ class Verdict:
     causes: list[Cause] = field(default_factory=list)  # read off the graph (causes.py), the likeliest first
 
 
+def _say_self_held_locks(suspects: list[Suspect], views: dict, collection: Collection) -> None:
+    """A suspect whose thread waits for a lock its own outer frames hold: said once, in its reason."""
+    for suspect in suspects:
+        view = views.get(suspect.ranks[0]) if suspect.ranks else None
+        if view is None or view.wait is None or view.wait.kind != "lock":
+            continue
+        said = held_by_own_thread(view.stack, collection.source_blocks, collection.source_lines)
+        if said:
+            suspect.reason += f"; {said}"
+
+
 def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTable | None = None) -> Verdict:
     """all_threads: the merged tree holds every thread of each rank, under one `thread NAME` node per thread
     name; places, classes, waits and suspects stay those of the main threads (where training loops wait).
@@ -102,6 +114,7 @@ def diagnose(collection: Collection, *, all_threads: bool = False, table: WaitTa
                                     set_aside=collection.set_aside, decided=decided, graph=graph)
     suspects = apply_causes(suspects, causes, graph, dims)
     suspects = _beyond_world(suspects, collection.world_size)
+    _say_self_held_locks(suspects, views, collection)
     answered = {r for r, v in views.items() if v.responded}
     if not suspects or all(set(s.ranks) >= answered for s in suspects):  # no rank told apart by where they are:
         # how they came there may tell,

@@ -54,8 +54,9 @@ def frame_lines(infos: list) -> dict:
 def frame_blocks(infos: list) -> dict:
     """{"short_file:line": {"loops": [[first, last], ...], "conditions": [...], "withs": [...]}}: the loops, the
     branches of `if` statements and the `with` statements that enclose each line of a Python frame (innermost
-    last), so that the analysis can tell which of two ranks is further along (analysis/ahead.py), and which rank
-    holds the lock of a `with` that others wait to enter (analysis/waitgraph.py). Files are parsed once each, from
+    last), so that the analysis can tell which of two ranks is further along (analysis/ahead.py), which rank
+    holds the lock of a `with` that others wait to enter (analysis/waitgraph.py), and which lock a thread holds
+    already (`with_items`: what each `with` enters, as written; analysis/self_lock.py). Files are parsed once each, from
     the outermost frames in (training loops live there), within BLOCKS_BUDGET_S; unreadable files are left out."""
     import ast
     import time
@@ -87,6 +88,8 @@ def blocks_at(ranges: list, line: int) -> dict:
                                  if k == "loop_vars" and first <= line <= last for names in rest)
     blocks["tests"] = sorted([first, last, text] for k, first, last, *rest in ranges
                              if k == "tests" and first <= line <= last for text in rest)
+    blocks["with_items"] = sorted([first, last, list(items)] for k, first, last, *rest in ranges
+                                  if k == "with_items" and first <= line <= last for items in rest)
     return blocks
 
 
@@ -100,7 +103,8 @@ def ranges_of(source: bytes) -> list | None:
 def _ranges(path: str, ast, source: bytes | None = None) -> list | None:
     """Every loop's lines, every branch of every if statement and every `with` statement (from its own line: a
     rank waiting to enter it is at that line) in a file, as (kind, first, last); each for-loop also as
-    ("loop_vars", first, last, its target names), each branch as ("tests", first, last, its `if`'s test as
+    ("loop_vars", first, last, its target names), each `with` also as ("with_items", first, last, what it enters
+    as written), each branch as ("tests", first, last, its `if`'s test as
     written, "not ..." for an else, or for what follows an `if` that ends in continue, break, return or raise);
     each function as ("defs", first, last, its name)."""
     try:
@@ -121,6 +125,9 @@ def _ranges(path: str, ast, source: bytes | None = None) -> list | None:
                 found.append(("loop_vars", node.lineno, node.end_lineno or node.lineno, tuple(names)))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             found.append(("withs", node.lineno, node.end_lineno or node.lineno))
+            if hasattr(ast, "unparse"):  # what it enters, as written (`self._lock`): a thread's own held locks
+                found.append(("with_items", node.lineno, node.end_lineno or node.lineno,
+                              tuple(ast.unparse(item.context_expr)[:200] for item in node.items)))
         elif isinstance(node, ast.If):
             test = ast.unparse(node.test) if hasattr(ast, "unparse") else ""  # 3.9+; else unknown: taken as rank-wise
             for index, branch in enumerate((node.body, node.orelse)):

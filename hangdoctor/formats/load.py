@@ -418,7 +418,8 @@ def source_lines_of(docs: list[dict]) -> dict:
 
 def source_blocks_of(docs: list[dict]) -> dict:
     """The loops, conditions and `with` statements collectors read around each frame's line: {(short file, line):
-    {"loops": [[first, last], ...], "conditions": [...], "withs": [...], "loop_vars": [[first, last, [names]]]}};
+    {"loops": [[first, last], ...], "conditions": [...], "withs": [...], "loop_vars": [[first, last, [names]]],
+    "tests": [[first, last, text]], "with_items": [[first, last, [what each `with` enters]]]}};
     malformed entries are left out."""
     blocks = {}
     for doc in docs:
@@ -434,6 +435,9 @@ def source_blocks_of(docs: list[dict]) -> dict:
                                       and all(isinstance(x, str) for x in r[2])]
                 entry["tests"] = [r for r in value.get("tests") or [] if isinstance(r, list) and len(r) == 3
                                   and all(isinstance(x, int) for x in r[:2]) and isinstance(r[2], str)]
+                entry["with_items"] = [r for r in value.get("with_items") or [] if isinstance(r, list)
+                                       and len(r) == 3 and all(isinstance(x, int) for x in r[:2])
+                                       and isinstance(r[2], list) and all(isinstance(x, str) for x in r[2])]
                 blocks[(file, int(line))] = entry
     return blocks
 

@@ -107,3 +107,27 @@ def test_a_peer_written_as_a_number_in_the_calls_line_is_read_from_the_jobs_code
     assert (first["folded"], first["confidence"]) == ("1", "medium")
     assert "src=1 in its call's source line" in first["reason"]
     assert not any(0 in s["ranks"] and s["confidence"] != "low" for s in seen["suspects"])
+
+
+def test_a_lock_the_waiting_thread_already_holds_is_said_to_be_a_self_deadlock():
+    # rank 0's future callback runs inline under UploadTracker.finish's `with self._lock:` and asks for the lock
+    # again (fcw_future_callback_lock_reentry); the blocks read from the job's code say which lock each `with` takes
+    case = REPO / "tests/hangdoctor/corpus/fcw_future_callback_lock_reentry"
+    _, blind, _ = analyze(case / "text/s1", case / "text/s2", "--no-source")
+    _, seen, _ = analyze(case / "text/s1", case / "text/s2", "--source", REPO)
+    assert "self-deadlock" not in blind["suspects"][0]["reason"]
+    first = seen["suspects"][0]
+    assert first["folded"] == "0" and "its own thread already holds `self._lock`: UploadTracker.finish (" in \
+        first["reason"] and "inside the `with self._lock:` of line 43" in first["reason"]
+    # another spelling of one lock (`monitor.lock` held in main, `self.lock` wanted in the hook): not said, the text
+    # cannot tell it is the same object
+    other = REPO / "tests/hangdoctor/corpus/fen_ddp_grad_hook_stats_lock"
+    _, hook, _ = analyze(other / "text/s1", other / "text/s2", "--source", REPO)
+    assert hook["suspects"][0]["folded"] == "2" and "self-deadlock" not in hook["suspects"][0]["reason"]
+
+
+def test_each_with_statement_says_what_it_enters():
+    from hangdoctor.collector.source import blocks_at, ranges_of
+
+    code = b"def f(self):\n    with self._lock, open(p) as h:\n        g()\n"
+    assert blocks_at(ranges_of(code), 3)["with_items"] == [[2, 3, ["self._lock", "open(p)"]]]
