@@ -8,7 +8,7 @@ so the selected cases run HD_LIVE_PARALLEL at a time (default 3) in a pool start
 tests' order; each test waits for its own case's result. HD_LIVE_PARALLEL=1 runs them one by one.
 
 The live cases are most of the suite's time (each a real job of 2-4 ranks started: 10-40 s on 2 cores), so a run
-starts a share of them: one in HD_LIVE_SHARE (default 4), which one by the commit (the number of commits to HEAD,
+starts a share of them: one in HD_LIVE_SHARE (default 6), which one by the commit (the number of commits to HEAD,
 so consecutive commits take the shares in turn and every case runs once in any four); the others are skipped and
 say so. Every case's recorded `attach` form is read at every commit all the same (test_corpus.py): what a share
 leaves out is only the fresh start of its program. HD_LIVE_ALL=1 (or HD_LIVE_SHARE=1) runs every case."""
@@ -29,7 +29,7 @@ from tests.hangdoctor.corpus.live import LiveJob, load_cases
 from tests.support import PYTHON, REPO, child_env, run_bounded
 
 IN_FLIGHT = max(1, int(os.environ.get("HD_LIVE_PARALLEL", "3")))
-SHARES_BY_DEFAULT = 4
+SHARES_BY_DEFAULT = 6
 SHARES = 1 if os.environ.get("HD_LIVE_ALL") == "1" else \
     max(1, int(os.environ.get("HD_LIVE_SHARE", str(SHARES_BY_DEFAULT))))
 
