@@ -228,6 +228,13 @@ RULES: tuple[WaitRule, ...] = (
       op="profiler export", says="writing the profiler's trace file: a slow or hung file system"),
     R("io", "torch profiler", "torch/profiler/profiler.py", ".*export_chrome_trace|.*export_stacks|"
       ".*export_memory_timeline", op="profiler export", says="writing the profiler's trace file"),
+    # torch.save's and torch.load's file openers: the zip writer and reader open, write and close the file in C++,
+    # with no Python frame below these
+    R("io", "torch", "torch/serialization.py", "_open_zipfile_writer_file.__init__|_open_zipfile_writer_file.__exit__|"
+      "_open_zipfile_reader.__init__|_open_file.__init__|__init__|__exit__", op="torch.save/load file",
+      says="torch.save or torch.load opening, writing or closing its file: a slow or hung file system (a network "
+      "mount), or a FIFO (named pipe) with no process at its other end"),
+    R("", "torch", "torch/serialization.py", "_open_zipfile_writer|_open_file_like|save|load", role="layer"),
     R("lock", "torch", "torch/utils/file_baton.py", "wait|FileBaton.wait", op="FileBaton",
       says="a lock file (torch.utils.file_baton): another process holds it, or a stale one was left behind"),
     R("lock", "filelock", "filelock/", "acquire|_acquire|__enter__|.*_poll_until_acquired|.*_acquire_level|"

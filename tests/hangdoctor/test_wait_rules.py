@@ -76,6 +76,11 @@ FSDP2 = stack(
     (stack("ncclGroupEnd libnccl.so.2", "c10d::ProcessGroupNCCL::collective libtorch_cuda.so",
            "all_reduce torch/distributed/distributed_c10d.py:2800", "train train.py:9"),
      "collective", "all_reduce", "train"),
+    # torch.save's zip writer opens its file in C++ (a FIFO with no reader, a hung mount: fey_ds_ckpt_model_states_...)
+    (stack("_open_zipfile_writer_file.__init__ torch/serialization.py:828",
+           "_open_zipfile_writer torch/serialization.py:880", "save torch/serialization.py:980",
+           "save_checkpoint ckpt.py:12"),
+     "io", "torch.save/load file", "save_checkpoint"),
     (stack("c10d::TCPStore::doWait libtorch_cpu.so", "_store_based_barrier torch/distributed/distributed_c10d.py:4000",
            "init_process_group torch/distributed/distributed_c10d.py:1500", "setup train.py:5"),
      "store", "init", "setup"),
