@@ -276,6 +276,9 @@ RULES: tuple[WaitRule, ...] = (
     R("", "deepspeed", ZERO + "partitioned_param_coordinator.py", ".*", role="layer"),
     R("", "deepspeed", "deepspeed/utils/nvtx.py", ".*", role="layer"),
     R("", "deepspeed", "deepspeed/runtime/zero/utils.py", ".*", role="layer"),
+    R("lock", "python", "threading.py", "_shutdown", op="interpreter exit, joining its threads", says="the interpreter is exiting: "
+      "threading._shutdown joins every non-daemon thread before atexit's handlers run; a thread that never ends "
+      "holds the exit there", **GENERIC),
     R("lock", "python", "threading.py", "Condition.wait|wait|Event.wait|Semaphore.acquire|acquire|Thread.join|join|"
       "_wait_for_tstate_lock|Barrier.wait|_wait", op="thread wait", says="a thread lock, event or join", **GENERIC),
     R("lock", "python", "concurrent/futures/", "ThreadPoolExecutor.shutdown|ProcessPoolExecutor.shutdown|shutdown|"

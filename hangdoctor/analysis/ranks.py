@@ -188,7 +188,7 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
     if threads and (wait is None or wait.kind == "ddp-reducer" or wait.kind in LOCAL_KINDS):
         helper = helper_wait(answered[-1], thread, table, memo)
     if threads and helper is None and wait is not None and wait.kind == "lock":
-        awaited = awaited_thread(answered[-1], thread, table, memo, source)
+        awaited = awaited_thread(answered[-1], thread, table, memo, source, exiting=wait.op == EXITING)
     return RankView(
         identity=record.identity, status=status, stack=stack, helper=helper, awaited=awaited,
         wait=wait, progress=progress_of([t.frames for t in threads]),
@@ -215,23 +215,40 @@ def helper_wait(sample: Sample, main: ThreadStack, table: WaitTable,
     return None
 
 
+EXITING = "interpreter exit, joining its threads"  # the wait table's op for threading._shutdown
+
+
 def awaited_thread(sample: Sample, main: ThreadStack, table: WaitTable, memo: dict[int, Wait | None] | None,
-                   source: dict | None) -> tuple[str, str] | None:
+                   source: dict | None, exiting: bool = False) -> tuple[str, str] | None:
     """(thread name, what it does) of another thread that is neither idle on a lock nor in a queue, where the main
     thread waits on its own threads (a join, a future, an executor's shutdown): the thread it most likely waits
-    for (a pool's worker stuck in a write), or None. Its wait, else its innermost Python frame."""
+    for (a pool's worker stuck in a write), or None. Its wait, else its innermost Python frame. At the
+    interpreter's exit (`exiting`: threading._shutdown joins every non-daemon thread) an idle thread is what holds
+    it, and the dumps do not say which threads are daemons: ("", every other thread and what it does)."""
+    said = []
     for other in sample.threads:
         if other is main or not other.frames:
             continue
         found = _wait(other.frames, table, memo, source)
+        name = other.name or f"thread {other.thread_id}"
+        if exiting:
+            said.append(f"{name!r} {_doing(other, found)}")
+            continue
         if found is not None and found.kind == "lock":
             continue  # idle on a lock, a queue or an event: a pool's idle worker, a timer
-        frame = innermost_python(other.frames)
-        what = f"waits in {found.label}" if found is not None else (
-            f"{'runs' if other.active else 'is'} in {frame.name} ({frame.file}:{frame.line})" if frame else "")
+        what = _doing(other, found)
         if what:
-            return other.name or f"thread {other.thread_id}", what
+            return name, what
+    if said:
+        return "", (f"the interpreter is exiting and waits for its non-daemon threads (a dump does not say which "
+                    f"threads are daemons): {'; '.join(said)}")
     return None
+
+
+def _doing(thread: ThreadStack, found: Wait | None) -> str:
+    frame = innermost_python(thread.frames)
+    return f"waits in {found.label}" if found is not None else (
+        f"{'runs' if thread.active else 'is'} in {frame.name} ({frame.file}:{frame.line})" if frame else "")
 
 
 def peer_of(thread: ThreadStack, wait: Wait) -> Peer | None:

@@ -187,7 +187,7 @@ def _evidence(place: Place) -> list[dict]:
         items.append({"type": "thread-wait", "text": f"its thread {name!r} waits in {wait.label}", "kind": wait.kind})
     elif view.awaited is not None:
         name, what = view.awaited
-        items.append({"type": "thread", "text": f"its thread {name!r} {what}"})
+        items.append({"type": "thread", "text": f"its thread {name!r} {what}" if name else what})
     moving = place.progress.get(PROGRESSING, 0)
     if moving or place.progress.get(STUCK):
         items.append({"type": "samples", "text": f"stack changed between samples on {moving} of {len(place.ranks)}"

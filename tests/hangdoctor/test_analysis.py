@@ -547,3 +547,14 @@ def test_one_rank_whose_group_or_flag_differs_where_every_rank_waits_alike_is_na
     assert "process group" in first.reason and "`stats_group`" in " ".join(e["text"] for e in first.evidence)
     path.write_text(_locals_dump([{"stats_group": group.format(f"{r}0")} for r in range(4)]))  # one object each
     assert not any(s.kind == "odd-locals" for s in diagnose(load_paths([path], TopologyFlags())).suspects)
+
+
+def test_a_rank_held_at_the_interpreters_exit_names_every_other_thread():
+    # rank 2 returned from main; threading._shutdown joins its non-daemon 'metrics-uploader' (in Queue.get), so its
+    # atexit barrier never runs (fex_atexit_barrier_behind_nondaemon_thread): an idle thread is what holds an exit
+    case = Path(__file__).parent / "corpus" / "fex_atexit_barrier_behind_nondaemon_thread" / "attach"
+    verdict = diagnose(load_paths([case], TopologyFlags()))
+    first = verdict.suspects[0]
+    assert (first.ranks, first.kind) == ([2], "local-wait") and "threading._shutdown joins" in first.reason
+    said = [e["text"] for e in first.evidence if e["type"] == "thread" and "exiting" in e["text"]]
+    assert said and "'metrics-uploader' waits in queue <- MetricsUploader._run" in said[0]
