@@ -451,6 +451,9 @@ def _chain_end(nodes: list[Node]) -> tuple[list[Node], list[int], str] | None:
             return None
         ends[end_node.id] = end_node
         paths.append(path + [at])
+    if any(_unmatched_send(view, views) for _, view in views.values()):
+        return None  # a send blocked toward a rank that receives nothing from it: the ranks in point-to-point calls
+        # named peers that do not pair up (a stage index taken for a rank), and the end is one of those peers
     waiting = sorted({r for path in paths for r in path[:-1]})
     at_ends = sorted({path[-1] for path in paths})
     # A receive inside a pipeline schedule (call_semantics' rows) waits for a neighbour that runs the same
@@ -469,6 +472,18 @@ def _chain_end(nodes: list[Node]) -> tuple[list[Node], list[int], str] | None:
     return found, at_ends, (f"the end of a chain of receives: {who} to receive ({steps}), and rank"
                             f"{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} "
                             f"{'wait' if len(at_ends) > 1 else 'waits'} in {_calls(found)} instead of sending")
+
+
+def _unmatched_send(view, views: dict) -> bool:
+    """A rank waiting in a send whose global destination is seen and is in no receive naming it back."""
+    if view.wait is None or _direction(view.wait.op) != "send" or view.peer is None or not view.peer.is_global:
+        return False
+    target = views.get(view.peer.value)
+    if target is None:
+        return False
+    other = target[1]
+    return not (other.wait is not None and _direction(other.wait.op) == "recv" and
+                (other.peer is None or other.peer.value == view.rank))
 
 
 def _pass_further(nodes: list[Node], others: list[Node], blocks: dict | None) -> bool:
