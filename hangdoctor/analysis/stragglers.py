@@ -46,6 +46,7 @@ from statistics import median
 from hangdoctor.analysis.kernel_times import MIN_GAP as KERNEL_GAP
 from hangdoctor.analysis.kernel_times import KernelComparison, KernelStraggler, compare_kernel_times
 from hangdoctor.analysis.loader_workers import loader_busy
+from hangdoctor.analysis.wait_rule import COMM_KINDS
 from hangdoctor.analysis.waits import WaitTable, default_table, innermost_python
 from hangdoctor.model import OK, Collection, RankRecord, Stack
 
@@ -62,6 +63,10 @@ SECOND_LOOK = 1.3
 # prints a line more is not slower for it): healthy ranks of one pipeline stage of the reference trainer differ by up to 3% on 2
 # oversubscribed cores, a 10% slower one by about 20% (bench/stragglers.py, docs/BENCHMARKS.md)
 WORK_FLOOR = 0.06
+# waits on peers, and a wait on the device (on a GPU the fast ranks wait there for the slow one's kernels): never time
+# of a rank's own that its peers wait for
+COMM_ACTIVITIES = COMM_KINDS | {"device-sync"}
+OWN_FRAME = 0.01  # a frame or activity its peers spend at most this share of their samples in is the rank's own
 CORE_WAIT_GAP = 0.15  # how much more of the time than its peers a rank must wait for a core to be said to lack CPU
 # where its peers wait for a core at most this share of the time (a core to each rank, as a launcher's CPU binding
 # gives), a rank that waits for one MIN_GAP of the time more than they do lacks CPU: something else runs on its core
@@ -224,10 +229,10 @@ def find_stragglers(collection: Collection, table: WaitTable | None = None) -> P
             measure, peers_wait, gap, needed = max(
                 (_gap(one, others, measure) for measure in ("peer_wait", "call_wait")),
                 key=lambda found: found[2] / found[3])
-            work, core = _work_gap(one, others), _core_gap(one, others)
+            work, core, own = _work_gap(one, others), _core_gap(one, others), _own_time(one, others)
             if gap > needed or (gap > -needed and any(found is not None and found[0] - found[1] > found[2]
-                                                      for found in (work, core))):
-                found = _straggler(one, others, peers_wait, gap, needed, measure, work)
+                                                      for found in (work, core))) or (gap > 0 and own is not None):
+                found = _straggler(one, others, peers_wait, gap, needed, measure, work, own)
                 in_phase = _only_in_phase(one, others) if found.instead and found.instead[0].what == "dataloader" \
                     else None
                 if in_phase:
@@ -302,6 +307,29 @@ def _work_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, 
     return one.on_core, theirs, max(MIN_GAP / 2, WORK_FLOOR * theirs, 3 * _mad(peers))
 
 
+def _own_time(one: RankShares, others: list[RankShares]) -> tuple[str, float, float, float] | None:
+    """(what, its share, its peers' median, the noise bar) of the frame or activity outside communication that its
+    peers are hardly ever seen in (at most OWN_FRAME of their samples) and where this rank spends more of its
+    samples than that beyond their noise, the largest; None where none does. Its peers do the same steps: time in
+    code of its own (a sleep, a retry, a print, a collection) is time they wait for it, and a share near nothing on
+    every peer is far less noisy than the wait the peers share. Code they run too is left out: on busy cores a
+    rank's share of a layer's forward swings with the scheduler (bench/stragglers.py, docs/BENCHMARKS.md)."""
+    found = None
+    peers_samples = sum(m.samples for m in others) // len(others)
+    candidates = [(f"{WORK} in {frame}", one.frames[frame], [m.frames.get(frame, 0.0) for m in others])
+                  for frame in one.frames]
+    candidates += [(what, share, [m.shares.get(what, 0.0) for m in others]) for what, share in one.shares.items()
+                   if what != WORK and what not in COMM_ACTIVITIES]
+    for what, share, theirs in candidates:
+        peers = median(theirs)
+        if peers > OWN_FRAME:
+            continue  # code its peers run as well (the model's layers): its share there swings with the scheduler
+        bar = threshold(share, one.samples, peers, peers_samples)
+        if share - peers > bar and (found is None or share - peers > found[1] - found[2]):
+            found = (what, share, peers, bar)
+    return found
+
+
 def _core_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, float] | None:
     """(its main thread's share of the window waiting for a core, its peers' median, what its excess must clear),
     where its peers had cores to spare (they waited for one at most SPARE_CORES of the time); None otherwise. Where
@@ -315,7 +343,8 @@ def _core_gap(one: RankShares, others: list[RankShares]) -> tuple[float, float, 
 
 
 def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap: float,
-               needed: float, measure: str = "peer_wait", work: tuple[float, float, float] | None = None) -> Straggler:
+               needed: float, measure: str = "peer_wait", work: tuple[float, float, float] | None = None,
+               own_time: tuple[str, float, float, float] | None = None) -> Straggler:
     instead = []
     for what in one.shares:
         peers = median(m.shares.get(what, 0.0) for m in others)
@@ -332,8 +361,13 @@ def _straggler(one: RankShares, others: list[RankShares], peers_wait: float, gap
     evidence = (f"{where} waited on its peers{outside} {own:.0%} of its samples; the {len(others)} other rank"
                 f"{'s' if len(others) > 1 else ''} of {one.group} waited {peers_wait:.0%} (median): {gap:.0%} of the "
                 f"time they waited for it (noise at {one.samples} samples: {needed:.0%})")
-    if gap <= needed:  # named for the work it does more, its peers' wait for it too short (or noisy) to stand alone
-        evidence += " (under it, but see its time on a core)"
+    if gap <= needed:  # named for the work it does more, or time of its own: its peers' wait for it too short (or
+        # noisy) to stand alone
+        evidence += " (under it, but see its time on a core)" if own_time is None else " (under it, but see below)"
+    if own_time is not None:
+        what, share, peers, bar = own_time
+        evidence += (f"; it spent {share:.0%} of its samples in {what}, where its peers were seen {peers:.0%} of "
+                     f"theirs (noise at these counts: {bar:.0%}): time of its own that they wait for")
     if work is not None:
         evidence += "; " + _work_evidence(one, others, work)
     busy = _loader_gap(one, others)

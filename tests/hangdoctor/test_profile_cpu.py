@@ -23,14 +23,17 @@ STEP = ["<module> (t.py:9)", "step (t.py:4)"]
 IN_ALL_REDUCE = ["<module> (t.py:10)", "all_reduce (torch/distributed/distributed_c10d.py:2800)"]
 
 
-def _rank(rank: int, waiting: int, on_core: float | None, samples: int = 180, core_wait: float = 0.25) -> RankRecord:
+def _rank(rank: int, waiting: int, on_core: float | None, samples: int = 180, core_wait: float = 0.25,
+          own: tuple[str, int] | None = None) -> RankRecord:
     """A rank sampled `samples` times (9/s for 20 s: the rate the samplers' cost bound kept for the reference trainer
     on 2 cores), `waiting` of them in the all_reduce; its main thread on a core `on_core` of the 20 s and waiting for
     one `core_wait` of them."""
     def stack(labels: list[str]) -> tuple:
         return tuple(frame_from_label(label) for label in reversed(labels))
+    elsewhere = own[1] if own else 0  # samples in a frame of the rank's own (`own`: its label and count)
     stacks = (ProfiledStack(10 + rank, "MainThread", stack(IN_ALL_REDUCE), waiting),
-              ProfiledStack(10 + rank, "MainThread", stack(STEP), samples - waiting))
+              ProfiledStack(10 + rank, "MainThread", stack(STEP), samples - waiting - elsewhere),
+              *([ProfiledStack(10 + rank, "MainThread", stack(["<module> (t.py:9)", own[0]]), elsewhere)] if own else []))
     cpu = None if on_core is None else CpuTime(seconds=20.0, on_core=20 * on_core, waiting=20 * core_wait,
                                                all_on_core=20 * on_core + 1)
     return RankRecord(RankIdentity(rank=rank, host="n1", pid=10 + rank),
@@ -90,6 +93,22 @@ def test_a_rank_that_waits_for_its_own_core_is_named_where_its_peers_have_cores_
     # not it (the samples name the peer, which it waited for)
     assert _named(_rank(0, 72, 0.40, core_wait=0.01), _rank(1, 72, 0.40, core_wait=0.04)) == []
     assert _named(_rank(0, 60, 0.40, core_wait=0.01), _rank(1, 110, 0.40, core_wait=0.10)) == [[0]]
+
+
+def test_time_in_code_its_peers_never_run_names_a_rank_their_shared_wait_cannot():
+    # the reference trainer's sleeping straggler at 10/s (bench/stragglers.py --how sleep): its peers wait 74% of
+    # 200 samples, it 69% (under the noise bar), and 10% of its samples sit in a frame no peer is ever seen in
+    peers = [_rank(r, 148, 0.40, samples=200) for r in (0, 1, 2)]
+    slow = _rank(3, 138, 0.40, samples=200, own=("hook (inject.py:114)", 20))
+    finding = find_stragglers(Collection(records=[*peers, slow]))
+    assert [s.ranks for s in finding.stragglers] == [[3]]
+    assert "it spent 10% of its samples in work in hook (inject.py:114), where its peers were seen 0%" in \
+        finding.stragglers[0].evidence
+    # the same extra share in code every rank runs (a layer's forward: the scheduler's noise on busy cores): nobody
+    shared = [_rank(r, 148, 0.40, samples=200, own=("forward (model.py:78)", 4)) for r in (0, 1, 2)]
+    assert _named(*shared, _rank(3, 138, 0.40, samples=200, own=("forward (model.py:78)", 24))) == []
+    # its own frame, but its peers waited no more than it did: nobody
+    assert _named(*peers, _rank(3, 148, 0.40, samples=200, own=("hook (inject.py:114)", 20))) == []
 
 
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end:\n    sum(i * i for i in range(1000))\n"
