@@ -47,10 +47,12 @@ def blocks_of(tmp_path):
 def test_the_collector_reads_loops_and_branches_around_each_line(tmp_path):
     blocks, lines = blocks_of(tmp_path)
     assert blocks[("train.py", 3)] == {"loops": [[2, 6]], "conditions": [], "withs": [], "loop_vars": [[2, 6, ["step"]]],
-                                       "tests": []}
+                                       "tests": [], "with_items": []}
     assert blocks[("train.py", 5)] == {"loops": [[2, 6]], "conditions": [[5, 5]], "withs": [],
-                                       "loop_vars": [[2, 6, ["step"]]], "tests": [[5, 5, "rank == 3"]]}
-    assert blocks[("train.py", 7)] == {"loops": [], "conditions": [], "withs": [], "loop_vars": [], "tests": []}
+                                       "loop_vars": [[2, 6, ["step"]]], "tests": [[5, 5, "rank == 3"]],
+                                       "with_items": []}
+    assert blocks[("train.py", 7)] == {"loops": [], "conditions": [], "withs": [], "loop_vars": [], "tests": [],
+                                       "with_items": []}
     assert lines["train.py:5"] == "evaluate()" and lines["train.py:7"] == "barrier()"
 
 
