@@ -26,8 +26,10 @@ from hangdoctor.analysis.call_semantics import ROWS
 from hangdoctor.analysis.wait_rule import COMM_KINDS, WaitRule
 from hangdoctor.analysis.wait_rules import active_call_rows, active_rules
 from hangdoctor.model import Frame, Stack
+from hangdoctor.topology.comm_calls import GENERIC_COLLECTIVES
 
 _SURE_ORDER = {"high": 0, "medium": 1, "low": 2}
+_GENERIC_HOMES = ("torch/distributed/", "deepspeed/comm/")  # where a bare reduce/gather/scatter is that op
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,10 @@ class WaitTable:
         call, op, kind = frames[index], rule.op, rule.kind
         if not op and rule.kind in COMM_KINDS:
             named = [i for i in range(end + 1) if not frames[i].native and _base(frames[i].name) in OP_NAMES]
+            # reduce, gather and scatter name those rooted ops only in torch.distributed and deepspeed.comm: a
+            # framework's `gather` elsewhere is whatever it calls (accelerate's is an all_gather)
+            named = [i for i in named if _base(frames[i].name) not in GENERIC_COLLECTIVES
+                     or frames[i].file.startswith(_GENERIC_HOMES)] or named
             if named:
                 call = frames[named[-1]]
                 op = _base(call.name)

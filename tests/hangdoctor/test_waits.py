@@ -101,3 +101,28 @@ def test_library_calls_whose_collective_has_no_python_frame_of_its_own():
                           "Awaitable.wait torchrec/distributed/types.py:330", "main train.py:40"))
     assert [(w.kind, w.op) for w in (syncbn, titan, rec)] == [("collective", "all_gather"), ("collective", "all_reduce"),
                                                              ("collective", "all_to_all")]
+
+
+def test_a_frameworks_gather_is_named_by_the_torch_call_it_makes_not_as_a_rooted_gather():
+    # accelerate's `gather` is an all_gather (transformers' Trainer calls it for its token count); reduce, gather
+    # and scatter are those rooted ops only in torch.distributed and deepspeed.comm (the 38th first-contact batch)
+    wait = find_wait(stack(
+        "all_gather torch/distributed/distributed_c10d.py:4287",
+        "_exception_logger.<locals>.wrapper torch/distributed/c10d_logger.py:83",
+        "_gpu_gather.<locals>._gpu_gather_one accelerate/utils/operations.py:355",
+        "recursively_apply accelerate/utils/operations.py:127",
+        "gather accelerate/utils/operations.py:390",
+        "Accelerator.gather accelerate/accelerator.py:3107",
+        "Trainer._get_num_items_in_batch transformers/trainer.py:2350",
+    ))
+    assert (wait.op, wait.kind) == ("all_gather", "collective")
+    assert wait.caller.name == "Trainer._get_num_items_in_batch"
+    # deepspeed.comm's own gather is torch's gather, rooted: still named by the API the caller used
+    rooted = find_wait(stack(
+        "gather torch/distributed/distributed_c10d.py:4100",
+        "_exception_logger.<locals>.wrapper torch/distributed/c10d_logger.py:83",
+        "TorchBackend.gather deepspeed/comm/torch.py:300",
+        "gather deepspeed/comm/comm.py:260",
+        "collect_metrics train.py:40",
+    ))
+    assert rooted.op == "gather" and rooted.call.file == "deepspeed/comm/comm.py"
