@@ -122,10 +122,14 @@ RULES: tuple[WaitRule, ...] = (
       op="all_gather", says="ZeRO-3's parameter all-gather"),
     R("collective", "deepspeed ZeRO-3", ZERO + "partition_parameters.py",
       "all_gather_coalesced|_all_gather|_allgather_params|_all_gather_dtype|allgather_fn|_dist_allgather_fn|"
-      "all_gather_into_tensor_coalesced|_allgather_params_coalesced", op="all_gather",
+      "all_gather_into_tensor_coalesced|_allgather_params_coalesced|_allgather_params_sequential", op="all_gather",
       says="ZeRO-3's parameter all-gather"),
+    R("collective", "deepspeed ZeRO-3", ZERO + "partition_parameters.py", "GatheredParameters.__enter__|"
+      "GatheredParameters.__exit__", op="all_gather", says="ZeRO-3's GatheredParameters: an all-gather (on entry) or "
+      "re-partition (on exit) that every rank of the parameters' group must enter"),
     R("work-wait", "deepspeed ZeRO-3", ZERO + "partition_parameters.py", ".*Handle.wait|wait", op="all_gather",
       says="ZeRO-3's parameter all-gather handle"),
+    R("", "deepspeed ZeRO-3", ZERO + "partition_parameters.py", ".*", role="layer"),  # its gather's internals
     R("collective", "deepspeed ZeRO", ZERO, "__reduce_and_partition_ipg_grads|_reduce_and_partition_ipg_grads|"
       "reduce_scatter_coalesced|allreduce_bucket|allreduce_and_copy|allreduce_no_retain|average_tensor|"
       "reduce_ipg_grads|gradient_reduction_w_predivide|_DeepSpeedZeroOptimizer_Stage3__reduce_and_partition_ipg_grads|"

@@ -112,6 +112,8 @@ class WaitTable:
                     voters.append((index, rule))
                 continue
             if rule is None:
+                if _decorator_between(frames, index, self.row):
+                    continue  # a decorator's wrapper inside the call (typing_extensions' @deprecated): transparent
                 break
             end = index
             if rule.role == "wait":
@@ -154,6 +156,21 @@ def _from_source(frames: Stack, source: dict | None) -> Wait | None:
             return Wait(op=op, kind=kind, caller=first, call=first, says=f"{says}: `{text.strip()[:80]}`",
                         sure="medium", evidence="source", framework="source line")
     return None
+
+
+_WRAPPER_NAMES = frozenset({"wrapper", "wrapped", "wrapped_fn", "wrapper_function", "_wrapper", "inner", "decorated",
+                            "decorate_context", "_fn", "wrapped_func"})
+
+
+def _decorator_between(frames: Stack, index: int, row) -> bool:
+    """frames[index], a frame the table does not know, is a decorator's wrapper closure (`f.<locals>.wrapper`) and
+    the next Python frame out is one the table does know: the call goes on through it, whichever library
+    decorated it."""
+    name = frames[index].name
+    if "<locals>." not in name or _base(name) not in _WRAPPER_NAMES:
+        return False
+    outer = next((f for f in frames[index + 1:] if not f.native), None)
+    return outer is not None and row(outer) is not None
 
 
 def _base(name: str) -> str:

@@ -126,3 +126,33 @@ def test_a_frameworks_gather_is_named_by_the_torch_call_it_makes_not_as_a_rooted
         "collect_metrics train.py:40",
     ))
     assert rooted.op == "gather" and rooted.call.file == "deepspeed/comm/comm.py"
+
+
+def test_a_decorators_wrapper_inside_a_call_is_looked_through_and_zero3s_gathered_parameters_names_its_caller():
+    # torch's all_gather_into_tensor under typing_extensions' @deprecated, called by ZeRO-3's GatheredParameters
+    # (transformers#11464's shape, the 38th first-contact batch): the wait's caller is the user's code
+    frames = stack(
+        "all_gather_single torch/distributed/distributed_c10d.py:4394",
+        "_exception_logger.<locals>.wrapper torch/distributed/c10d_logger.py:83",
+        "all_gather_into_tensor torch/distributed/distributed_c10d.py:4413",
+        "deprecated.__call__.<locals>.wrapper typing_extensions.py:3140",
+        "_exception_logger.<locals>.wrapper torch/distributed/c10d_logger.py:83",
+        "TorchBackend.all_gather_into_tensor deepspeed/comm/torch.py:380",
+        "all_gather_into_tensor deepspeed/comm/comm.py:342",
+        "Init._allgather_params_sequential deepspeed/runtime/zero/partition_parameters.py:2145",
+        "Init._convert_to_deepspeed_param.<locals>.all_gather deepspeed/runtime/zero/partition_parameters.py:1327",
+        "GatheredParameters.__enter__ deepspeed/runtime/zero/partition_parameters.py:2474",
+        "init_new_rows train.py:55",
+        "main train.py:75",
+    )
+    wait = find_wait(frames)
+    assert (wait.op, wait.kind) == ("all_gather", "collective")
+    assert wait.caller.name == "init_new_rows"
+    assert "GatheredParameters" in wait.says
+    # a wrapper closure with nothing known outside it is the caller, as any unknown frame
+    bare = find_wait(stack(
+        "all_reduce torch/distributed/distributed_c10d.py:2800",
+        "retry.<locals>.wrapper mylib/retry.py:12",
+        "main train.py:9",
+    ))
+    assert bare.caller.name == "retry.<locals>.wrapper"
