@@ -613,6 +613,8 @@ def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
         wait = node.place.wait if node.place is not None else None
         if wait is not None and wait.sure == "low" and strongest < STRENGTH.index("semantic"):
             sure = "medium"  # a generic wait (a socket, a queue) says little: a service process idles in one too
+        if wait is not None and wait.idle and any(not v.identity.cmdline for v in node.place.views):
+            sure = "low"  # an actor idle in its task loop, in dumps that name no process: a framework's helper too
     elif state == SILENT:
         sure = _SILENT_SURE.get(node.status, "low")
         if node.status == "missing" and strongest < STRENGTH.index("assumed"):

@@ -558,3 +558,17 @@ def test_a_rank_held_at_the_interpreters_exit_names_every_other_thread():
     assert (first.ranks, first.kind) == ([2], "local-wait") and "threading._shutdown joins" in first.reason
     said = [e["text"] for e in first.evidence if e["type"] == "thread" and "exiting" in e["text"]]
     assert said and "'metrics-uploader' waits in queue <- MetricsUploader._run" in said[0]
+
+
+def test_an_actor_idle_in_rays_task_loop_is_blamed_low_where_the_dumps_name_no_process():
+    # py-spy's --json names no process: Ray Train's controller and synchronization actor idle in the task loop
+    # exactly as a worker whose task ended would (the fourth first-contact batch's Ray Train case); the text
+    # dumps carry their titles and set them aside
+    case = Path(__file__).parent / "corpus" / "fcg_ray_train_lightning_report_ckpt"
+    untitled = diagnose(load_paths([case / "json"], TopologyFlags()))
+    idle = [s for s in untitled.suspects if "task loop" in s.reason]
+    assert idle and all(s.confidence == "low" for s in idle)
+    assert "not a rank at all" in idle[0].reason
+    titled = diagnose(load_paths([case / "text" / "s1", case / "text" / "s2"], TopologyFlags()))
+    assert sum(a.role in ("launcher", "worker") for a in titled.set_aside) >= 2
+    assert not any("not a rank at all" in s.reason for s in titled.suspects)
