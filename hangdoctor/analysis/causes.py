@@ -268,7 +268,12 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         chained = None  # the receivers are a pass further: they went past the end's call, not it past its send
     if chained:
         ends, at_ends, detail = chained
-        return [_cause(graph, ends, "medium" if len(ends) == 1 else "low", "chain-end", detail, ranks=at_ends)]
+        sure = "medium" if len(ends) == 1 else "low"
+        back = "" if graph.blocks else _waits_back(graph, ends, at_ends)
+        if back:  # a cycle: the end's collective waits for the receivers in turn, and either side may have skipped
+            # (with the source, the loops' counters were read above: no receiver is a pass further)
+            sure, detail = "low", detail + back
+        return [_cause(graph, ends, sure, "chain-end", detail, ranks=at_ends)]
     misnamed = _misnamed(nodes)
     if misnamed:
         wrong, detail = misnamed
@@ -472,6 +477,22 @@ def _chain_end(nodes: list[Node]) -> tuple[list[Node], list[int], str] | None:
     return found, at_ends, (f"the end of a chain of receives: {who} to receive ({steps}), and rank"
                             f"{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} "
                             f"{'wait' if len(at_ends) > 1 else 'waits'} in {_calls(found)} instead of sending")
+
+
+def _waits_back(graph: WaitGraph, ends: list[Node], at_ends: list[int]) -> str:
+    """Where the collective the chain ends in waits for the receivers in turn (its group holds them: the whole
+    job, by default), the words that say so, else "". Then the two sides wait for each other: the end may have
+    skipped its send, or the receivers the collective (and gone on to the next step's receive); which one, only
+    the order of their steps tells (a loop's counter, read with the source: without it, this is asked)."""
+    ids = {n.id for n in ends}
+    back = sorted({r for n in ends for e in graph.out.get(n.id, []) if e.target not in ids
+                   and graph.nodes[e.target].state == COMMUNICATING for r in e.ranks})
+    if not back:
+        return ""
+    return (f"; but {_calls(ends)} waits for rank{'s' if len(back) > 1 else ''} {fold_ranks(back)} in turn: "
+            f"either rank{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} skipped the send or rank"
+            f"{'s' if len(back) > 1 else ''} {fold_ranks(back)} the collective (and went on to the next receive): "
+            f"the steps' counters (read with the source) would tell")
 
 
 def _unmatched_send(view, views: dict) -> bool:

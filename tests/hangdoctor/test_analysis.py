@@ -572,3 +572,21 @@ def test_an_actor_idle_in_rays_task_loop_is_blamed_low_where_the_dumps_name_no_p
     titled = diagnose(load_paths([case / "text" / "s1", case / "text" / "s2"], TopologyFlags()))
     assert sum(a.role in ("launcher", "worker") for a in titled.set_aside) >= 2
     assert not any("not a rank at all" in s.reason for s in titled.suspects)
+
+
+def test_a_receive_chain_whose_end_waits_for_the_receiver_in_turn_is_a_cycle_named_low_without_the_source():
+    # rank 2 waits in recv(src=1); rank 1 waits in a world all_gather_object that rank 2 is not in: either rank 1
+    # skipped its send or rank 2 the collective (the 36th first-contact batch's layer monitor: rank 2 did); only
+    # the loops' counters, read with the source, tell which
+    from tests.hangdoctor.corpus.check import run_entry
+    case = Path(__file__).parent / "corpus" / "fev_pp_layer_monitor_empty_stage_gather"
+    _, bare, _ = run_entry(case, {"paths": ["locals"]})
+    end = next(s for s in bare["suspects"] if s["kind"] == "other-call" and s["ranks"] == [1])
+    assert end["confidence"] == "low" and "in turn" in end["reason"]
+    assert not any(s["confidence"] in ("high", "medium") for s in bare["suspects"])
+    _, read, _ = run_entry(case, {"paths": ["locals"], "source": True})
+    assert read["suspects"][0]["ranks"] == [2] and read["suspects"][0]["confidence"] == "medium"
+    # the same shape where the end did skip its send: with the source, still named medium
+    _, sent, _ = run_entry(Path(__file__).parent / "corpus" / "fer_pp_input_no_grad_skip_send",
+                           {"paths": ["locals"], "source": True})
+    assert sent["suspects"][0]["ranks"] == [1] and sent["suspects"][0]["confidence"] == "medium"
