@@ -241,6 +241,9 @@ def _silent(views: list[RankView], missing: list[int], dims: ParallelDims | None
 
 
 JOINT_RULES = ("lock-order", "one-loop")  # causes whose places are one suspect: they hold up the others together
+# causes that may span several places, whose ranks are then one suspect: they are out of step together (a pipeline
+# row whose send and receive both name the wrong peers), and the cause's reason already speaks of all of them
+SHARED_RULES = ("odd-one-out",)
 
 
 def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
@@ -272,7 +275,8 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
             if id(suspect) not in done:
                 first.append(suspect)
                 done.add(id(suspect))
-        if cause.rule in JOINT_RULES and len(first) - before > 1:  # one cause of several places: one suspect
+        joint = cause.rule in JOINT_RULES or cause.rule in SHARED_RULES
+        if joint and len(first) - before > 1:  # one cause of several places: one suspect
             parts = first[before:]
             ranks = sorted(r for p in parts for r in p.ranks)
             joint = replace(parts[0], ranks=ranks, where=where(ranks, dims),

@@ -590,3 +590,17 @@ def test_a_receive_chain_whose_end_waits_for_the_receiver_in_turn_is_a_cycle_nam
     _, sent, _ = run_entry(Path(__file__).parent / "corpus" / "fer_pp_input_no_grad_skip_send",
                            {"paths": ["locals"], "source": True})
     assert sent["suspects"][0]["ranks"] == [1] and sent["suspects"][0]["confidence"] == "medium"
+
+
+def test_an_odd_one_out_over_two_places_is_one_suspect():
+    # a 2x2 DeviceMesh pipeline whose second row took stage indices for global ranks (the 38th first-contact
+    # batch): rank 2 in send(dst=1), rank 3 in recv(src=0), ranks 0-1 in their dp all_reduce; the graph's cause
+    # is ranks 2-3 together, and so is the suspect
+    from tests.hangdoctor.corpus.check import run_entry
+    _, verdict, _ = run_entry(Path(__file__).parent / "corpus" / "fez_mesh_pp_stage_index_as_global_peer",
+                              {"paths": ["attach"]})
+    [cause] = [c for c in verdict["wait_graph"]["causes"] if c["rule"] == "odd-one-out"]
+    assert len(cause["nodes"]) == 2
+    first = verdict["suspects"][0]
+    assert first["ranks"] == [2, 3] and first["folded"] == "2-3"
+    assert not any(s["ranks"] in ([2], [3]) for s in verdict["suspects"])
