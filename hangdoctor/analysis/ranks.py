@@ -73,6 +73,8 @@ class RankView:
     phase: str = ""  # the schedule's phase, where one function holds several (call_semantics.py): "fn:line"
     reader: str = ""  # the tool that read its last answered stack ("py-spy", "pystack", ...); "" for a file
     frame_locals: tuple | None = None  # py-spy --locals of `stack`'s frames (aligned with them), when read
+    settled: Frame | None = None  # a rank whose stack changed between samples: the innermost function every sample
+    # was in (the loop it runs: `generate`, not the layer the last sample caught), outside transparent layers
 
     @property
     def rank(self) -> int:
@@ -112,7 +114,7 @@ class RankView:
             through = f", for its thread {self.helper[0]!r} in {self.helper[1].label}"  # a place of its own
         if self.wait is not None:
             return (f"{self.wait.label} in {self.phase}" if self.phase else self.wait.label) + through
-        frame = innermost_python(self.stack)
+        frame = self.settled or innermost_python(self.stack)
         return (f"outside any collective, in {frame.name} ({frame.file})" if frame else "no stack") + through
 
     @property
@@ -199,7 +201,27 @@ def view_rank(record: RankRecord, table: WaitTable, memo: dict[int, Wait | None]
         else None, gpu=gpu,
         truncated=truncated, reader=answered[-1].reader if answered else "",
         frame_locals=thread.locals if thread is not None else None,
+        settled=_settled_frame([t.frames for t in threads], table) if wait is None else None,
     )
+
+
+def _settled_frame(stacks: list[Stack], table: WaitTable) -> Frame | None:
+    """The innermost function that every one of these stacks (a rank's samples, innermost first) is in, past the
+    wait table's transparent layers (a module's `_call_impl`); None where they do not differ or share nothing."""
+    if len(stacks) < 2 or all(s == stacks[0] for s in stacks[1:]):
+        return None
+    outer = [[f for f in reversed(s) if not f.native] for s in stacks]
+    shared = None
+    for frames in zip(*outer):
+        if any((f.name, f.file) != (frames[0].name, frames[0].file) for f in frames[1:]):
+            break
+        row = table.row(frames[-1])
+        if row is None or row.role != "layer":
+            shared = frames[-1]  # the last sample's frame: its line
+        if any(f.line != frames[0].line for f in frames[1:]):
+            break  # the samples are at different lines of this function: deeper frames are different calls
+    innermost = innermost_python(stacks[-1])
+    return shared if shared is not None and shared != innermost else None
 
 
 def helper_wait(sample: Sample, main: ThreadStack, table: WaitTable,

@@ -604,3 +604,27 @@ def test_an_odd_one_out_over_two_places_is_one_suspect():
     first = verdict["suspects"][0]
     assert first["ranks"] == [2, 3] and first["folded"] == "2-3"
     assert not any(s["ranks"] in ([2], [3]) for s in verdict["suspects"])
+
+
+def test_a_progressing_rank_is_placed_in_the_innermost_function_all_its_samples_share():
+    # a rank spinning in `while True: iter(loader)` (the infinite-iterator case) was caught once in torch's
+    # is_initialized, once elsewhere: its place is the loop they share, not the frame the last sample caught
+    from hangdoctor.analysis.ranks import _settled_frame
+    from hangdoctor.analysis.waits import default_table
+    spin = Frame("get_infinite_data_iter", "train.py", 40)
+    main = Frame("main", "train.py", 90)
+    first = (Frame("is_initialized", "torch/distributed/distributed_c10d.py", 1200),
+             Frame("_BaseDataLoaderIter.__init__", "torch/utils/data/dataloader.py", 700), spin, main)
+    second = (Frame("_BaseDataLoaderIter.__init__", "torch/utils/data/dataloader.py", 690),
+              Frame("get_infinite_data_iter", "train.py", 41), main)
+    # at two lines of the loop: still the loop (the last sample's line), and nothing deeper
+    assert _settled_frame([first, second], default_table()) == Frame("get_infinite_data_iter", "train.py", 41)
+    third = (Frame("DataLoader.__iter__", "torch/utils/data/dataloader.py", 480), spin, main)
+    assert _settled_frame([first, third], default_table()) == spin
+    assert _settled_frame([first, first], default_table()) is None  # stuck: the stack says where
+
+
+def test_the_infinite_iterator_spin_is_named_by_its_loop():
+    from tests.hangdoctor.corpus.check import run_entry
+    _, verdict, _ = run_entry(Path(__file__).parent / "corpus" / "fcu_infinite_iter_empty_shard", {"paths": ["attach"]})
+    assert "in get_infinite_data_iter" in verdict["suspects"][0]["reason"]
