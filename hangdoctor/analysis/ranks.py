@@ -26,8 +26,9 @@ BUSY_CPU = 50.0  # percent of one core, averaged over the samples
 # member, and gather_object runs an all_gather of the whole group first
 _GATHERS = frozenset({"gather", "gather_object", "reduce", "_reduce", "reduce_multigpu"})
 _ROOT_KEYS = frozenset({"dst", "global_dst", "group_dst", "root"})
+# DDP's buffer broadcast names its source `authoritative_rank`, a rank of DDP's process group
 _PEER_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root", "group_src",
-              "group_dst", "src_stage", "dst_stage")
+              "group_dst", "src_stage", "dst_stage", "authoritative_rank")
 _GLOBAL_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root")
 _GPU_LIBS = re.compile(r"libcuda|libcudart|libnccl|libtorch_cuda|libc10_cuda|libamdhip|librccl|libhsa")
 
