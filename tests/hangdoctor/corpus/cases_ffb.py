@@ -3,7 +3,9 @@
 backward and sends gradient metadata no stage receives), FSDP2 gradient accumulation that flushes at each rank's own
 epoch end (a short shard reduce-scatters while the others all-gather), local rank 0 downloading hub weights from a
 mirror that never answers (urlopen without a timeout), a DDP communication hook whose thread-pool task raised and
-never completed the hook's future, and a validation prefetch thread parked on a full queue that close() joins."""
+never completed the hook's future, a validation prefetch thread parked on a full queue that close() joins, and a
+build-once cache whose builder election (TCPStore.compare_set) no rank wins in its own reading: every rank waits on
+the store."""
 
 from tests.hangdoctor.corpus.live import LiveCase, register, torchrun
 from tests.support import PYTHON
@@ -32,3 +34,8 @@ register(LiveCase("ffb_ddp_comm_hook_pool_lost_exception",
 # after limit_val_batches (fgnt/lazy_dataset PR #58): rank 2 in Thread.join, ranks 0-1 in the val-loss all_reduce.
 register(LiveCase("ffb_spawn_val_prefetch_cancel_join",
                   (PYTHON, "{fixtures}/ffb_spawn_val_prefetch_cancel_join.py"), ranks=3, settle=2.0))
+
+# a build-once cache elected with TCPStore.compare_set, its result read as the old value (pytorch/pytorch PR #52696):
+# no rank builds; all three ranks in store.wait() for the ready key (no Python frame for the wait itself).
+register(LiveCase("ffb_store_compare_set_builder_misread",
+                  torchrun(3, "ffb_store_compare_set_builder_misread.py"), ranks=3, settle=2.0))
