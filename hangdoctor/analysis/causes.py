@@ -338,9 +338,14 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         others_do = (f"{_verb(others, 'waits', 'wait')} in {_calls(others)} and for"
                      if all(n.state == COMMUNICATING for n in others) else
                      f"{_verb(others, 'is', 'are')} {_doing(others)} and {_verb(others, 'waits', 'wait')} for")
+        threadless = _no_helper(smallest, others)
         reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {others_do} "
                   f"{_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
-                  f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else ""))
+                  f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else "")
+                  if not threadless else
+                  f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {others_do} {_who(smallest)}, "
+                  f"none of whose threads is in {threadless}, the call the others' threads wait in (a task that "
+                  f"failed or never ran there: its log, or --all-threads, shows)")
         if _pass_further(smallest, others, graph.blocks):
             reason += (f"; by the loop's counter in the locals {_verb(smallest, 'it is', 'they are')} a pass further: "
                        f"past the call the others wait in")
@@ -612,6 +617,19 @@ def _recomputed(nodes: list[Node]) -> tuple[list[Node], str] | None:
     return inside, (f"{_verb(inside, 'waits', 'wait')} in {_calls(inside)} inside an activation recomputation (backward "
                     f"re-running a checkpointed forward): a second issue of a call its forward already made, which "
                     f"{_who(others)} made once and {_verb(others, 'does', 'do')} not repeat")
+
+
+def _no_helper(smallest: list[Node], others: list[Node]) -> str:
+    """The call the others' own threads wait in (a comm hook's pool thread in all_reduce) where the smallest sides
+    wait in the same main-thread call with no thread in any: the label of that call, else ""."""
+    views = [v for n in smallest for v in (n.place.views if n.place else [])]
+    theirs = [v for n in others for v in (n.place.views if n.place else [])]
+    if not views or not theirs or any(v.helper is not None or v.wait is None for v in views) \
+            or any(v.helper is None or v.wait is None for v in theirs):
+        return ""
+    if {v.wait.label for v in views} != {v.wait.label for v in theirs}:
+        return ""
+    return theirs[0].helper[1].label
 
 
 def _verb(nodes: list[Node], one: str, many: str) -> str:

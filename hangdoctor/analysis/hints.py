@@ -118,9 +118,11 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
         helped = [v for v in place.views if v.helper is not None]
         if helped:
             name, wait = helped[0].helper
-            main = "backward" if place.activity == "ddp-reducer" else strip_outside(place.position).removeprefix("in ")
-            hints.append(f"{who(place.ranks, dims)} {verb(place.ranks, 'sits', 'sit')} in {main} while another "
-                         f"thread ({name!r}) waits in {wait.label}: the communication "
+            ranks = sorted(v.rank for v in helped)
+            main = "backward" if place.activity == "ddp-reducer" else place.views[0].wait.label \
+                if place.views[0].wait is not None else strip_outside(place.position).removeprefix("in ")
+            hints.append(f"{who(ranks, dims)} {verb(ranks, 'sits', 'sit')} in {main} while another thread "
+                         f"({name!r}) waits in {wait.label}: that is the communication "
                          f"{'backward' if place.activity == 'ddp-reducer' else 'it'} waits for")
     gpu_places = [p for p in [anchor, *stuck] if p.activity == "device-sync" or (
         p.activity == UNKNOWN and p.gpu is not False and any(q.in_collective for q in [anchor, *stuck]))]

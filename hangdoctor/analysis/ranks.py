@@ -30,6 +30,7 @@ _ROOT_KEYS = frozenset({"dst", "global_dst", "group_dst", "root"})
 _PEER_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root", "group_src",
               "group_dst", "src_stage", "dst_stage", "authoritative_rank")
 _GLOBAL_KEYS = ("src", "dst", "global_src", "global_dst", "src_rank", "dst_rank", "peer", "root")
+_NUMBERED_THREAD = re.compile(r"thread \d+|Thread-\d+(?: \(\w+\))?|Dummy-\d+")  # names Python or we gave by number
 _GPU_LIBS = re.compile(r"libcuda|libcudart|libnccl|libtorch_cuda|libc10_cuda|libamdhip|librccl|libhsa")
 
 
@@ -111,8 +112,10 @@ class RankView:
     def position(self) -> str:
         """Where the rank is, coarsely enough that peers in the same call share it."""
         through = ""
-        if self.helper is not None and (self.wait is None or self.wait.kind != "ddp-reducer"):
-            through = f", for its thread {self.helper[0]!r} in {self.helper[1].label}"  # a place of its own
+        if self.helper is not None:  # a place of its own (thread ids differ from rank to rank: not part of it)
+            name = self.helper[0]
+            through = (", for another thread" if _NUMBERED_THREAD.fullmatch(name) else f", for its thread {name!r}") \
+                + f" in {self.helper[1].label}"
         if self.wait is not None:
             return (f"{self.wait.label} in {self.phase}" if self.phase else self.wait.label) + through
         frame = self.settled or innermost_python(self.stack)

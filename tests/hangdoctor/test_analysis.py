@@ -628,3 +628,23 @@ def test_the_infinite_iterator_spin_is_named_by_its_loop():
     from tests.hangdoctor.corpus.check import run_entry
     _, verdict, _ = run_entry(Path(__file__).parent / "corpus" / "fcu_infinite_iter_empty_shard", {"paths": ["attach"]})
     assert "in get_infinite_data_iter" in verdict["suspects"][0]["reason"]
+
+
+def test_a_rank_whose_own_thread_never_entered_the_call_its_peers_threads_wait_in_is_the_odd_one_out():
+    # DDP with a comm hook run on a thread pool (the 39th first-contact batch): every main thread waits at the end of
+    # backward; ranks 0 and 2 have their pool thread in all_reduce, rank 1's task raised and its thread is idle.
+    # The helper thread is part of a rank's place, so rank 1 stands apart; numbered thread names are not
+    from tests.hangdoctor.corpus.check import run_entry
+    _, verdict, _ = run_entry(Path(__file__).parent / "corpus" / "ffb_ddp_comm_hook_pool_lost_exception",
+                              {"paths": ["text/s1", "text/s2"]})
+    first = verdict["suspects"][0]
+    assert (first["ranks"], first["confidence"]) == ([1], "medium")
+    assert "none of whose threads is in all_reduce" in first["reason"]
+    assert any(h.startswith("ranks 0,2 sit in backward while another thread ('grad-compress_0')")
+               for h in verdict["hints"])
+    # ZeRO-3's autograd threads have no name (`thread 16430`): ranks in the same call keep one place
+    _, zero3, _ = run_entry(Path(__file__).parent / "corpus" / "fdn_llamafactory_omni_sys_audio_zero3",
+                            {"paths": ["attach"]})
+    assert [s["folded"] for s in zero3["suspects"]] == ["2"]
+    assert any("0-1,3" in p["folded"] and "for another thread in all_gather" in p["position"]
+               for p in zero3["places"])
