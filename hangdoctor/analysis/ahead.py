@@ -98,9 +98,9 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
         # the branches inside that loop that hold one line and not the other (`if step % 10 == 0:` around both
         # lines is a branch they share, not a path one side took alone)
         cond_a = [c for c in map(tuple, known_a.get("conditions", [])) if loop[0] < c[0] <= loop[1]
-                  and not c[0] <= lb <= c[1]]
+                  and not c[0] <= lb <= c[1] and not _other_arm_taken(known_a, c, lb)]
         cond_b = [c for c in map(tuple, known_b.get("conditions", [])) if loop[0] < c[0] <= loop[1]
-                  and not c[0] <= la <= c[1]]
+                  and not c[0] <= la <= c[1] and not _other_arm_taken(known_b, c, la)]
         # a branch whose known test does not name the rank (`else:` of `if dry:`) may be one every rank takes, in
         # the same pass: the others may be past it, so the line order stands (below)
         if bool(cond_a) != bool(cond_b) and _rank_branch(known_a if cond_a else known_b, lb if cond_a else la):
@@ -119,6 +119,14 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
     # inside a loop both lines share, the rank at the earlier line may be a pass further: the order is a guess
     return Order(later, fa, (la, lb), not shared, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}"
                  + (f" (both in the loop at lines {max(shared)[0]}-{max(shared)[1]})" if shared else ""))
+
+
+def _other_arm_taken(known: dict, condition: tuple, other_line: int) -> bool:
+    """The condition is an `else:` arm (its test is "not ...") and the other line comes after it: the other rank
+    took the `if` arm of that statement and went on (`if rank == 0: a() elif last: b() else: c()` dispatches each
+    rank to one arm), so being in this arm puts a rank on no path the others skipped."""
+    tests = {(t[0], t[1]): t[2] for t in known.get("tests", [])}
+    return tests.get(tuple(condition[:2]), "").startswith("not ") and other_line > condition[1]
 
 
 def _alternatives(known_a: dict, la: int, known_b: dict, lb: int) -> bool:

@@ -346,9 +346,11 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
                   f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {others_do} {_who(smallest)}, "
                   f"none of whose threads is in {threadless}, the call the others' threads wait in (a task that "
                   f"failed or never ran there: its log, or --all-threads, shows)")
-        if _pass_further(smallest, others, graph.blocks):
+        counted = _pass_further(smallest, others, graph.blocks)
+        if counted:
             reason += (f"; by the loop's counter in the locals {_verb(smallest, 'it is', 'they are')} a pass further: "
                        f"past the call the others wait in")
+            ahead = None  # the counter says which pass each side is in: the lines' order within a pass says no more
         if ahead is not None and ahead[0] not in smallest and ahead[1].left_loop:  # many past a loop, few in it
             sure = "low"
             reason += (f"; or {_who([ahead[0]])} left the loop early ({ahead[1].why}): the stacks cannot tell one "
@@ -425,7 +427,9 @@ def _ahead_of_all(nodes: list[Node], blocks: dict | None):
 
 
 def _direction(op: str) -> str:
-    return "recv" if "recv" in op else "send" if "send" in op else ""
+    """"recv", "send", or "" for an op that names neither or both (a batch of sends and receives)."""
+    receives, sends = "recv" in op, "send" in op
+    return "" if receives == sends else "recv" if receives else "send"
 
 
 def _chain_end(nodes: list[Node]) -> tuple[list[Node], list[int], str] | None:

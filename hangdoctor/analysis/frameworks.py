@@ -94,7 +94,8 @@ RULES: tuple[WaitRule, ...] = (
     R("", "torch rpc", "torch/distributed/rpc/", ".*", role="layer"),
     # torch.distributed.pipelining: the schedules wait on batched P2P work (schedules.py's _wait_batch_p2p)
     R("p2p", "torch pipelining", "torch/distributed/pipelining/schedules.py", "_wait_batch_p2p|_batch_p2p|"
-      "_sorted_batch_p2p", op="recv", says="a pipeline schedule's send/recv between stages"),
+      "_sorted_batch_p2p", op="batch_isend_irecv", says="a pipeline schedule's batch of sends and receives between "
+      "stages (which of the two, the schedule's line tells)"),
     R("p2p", "torch pipelining", "torch/distributed/pipelining/stage.py", ".*_shape_inference", op="recv",
       says="the pipeline stages' shape inference exchange"),
     # FSDP (1 and 2)

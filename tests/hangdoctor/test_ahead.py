@@ -246,3 +246,32 @@ def test_what_follows_an_if_that_ends_in_continue_is_its_else(tmp_path):
                 Frame("<module>", "pipe.py", 9))
     assert compare(at(5), at(7), blocks) is None  # no order between the two paths
     assert compare(at(5), at(7)).ahead == 1  # without the source, the later line
+
+
+DISPATCH = '''\
+def validate(rank, last, steps):
+    for step in range(steps):
+        if rank == 0:
+            schedule_step(step)
+        elif last:
+            schedule_step_with_loss(step)
+        else:
+            schedule_step(step)
+        all_reduce()
+'''
+
+
+def test_an_else_arm_the_other_rank_is_past_is_no_branch_it_skipped(tmp_path):
+    # `if rank == 0 / elif last / else` sends every rank down one arm (torch.distributed.pipelining's per-stage
+    # schedule.step calls, the 39th first-contact batch): rank 0 past the if, at the all_reduce, took its own arm;
+    # a rank still in the else arm is not off the path for that (the lines' order stands, unsure)
+    path = tmp_path / "train.py"
+    path.write_text(DISPATCH)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "train.py", "line": line, "name": "main"} for line in (4, 8, 9)]}]}]}]
+    blocks = {("train.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+    order = compare(stack(9), stack(8), blocks)
+    assert order.ahead == 0 and not order.rank_branch and "branch" not in order.why
+    # the arm of `if rank == 0:` itself is a branch on the rank that a rank past it need not have taken
+    order = compare(stack(9), stack(4), blocks)
+    assert order.ahead == 1 and "branch" in order.why
