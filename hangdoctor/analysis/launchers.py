@@ -55,7 +55,10 @@ def _describe(found: Found, table: WaitTable) -> tuple[str, bool]:
     # it was given (a future, a lock inside the Dataset's __getitem__: that worker is stuck in work)
     idle = (wait is not None and (wait.idle or wait.caller is None or table.process_role((wait.caller,)) is not None)) \
         or bool(python) and table.process_role(python[:1]) is not None
-    return " <- ".join(f.label() for f in python[:3]), idle
+    where = " <- ".join(f.label() for f in python[:3])
+    if wait is not None and not idle and wait.caller is not None:  # stuck in its work: in what (a pipe's write)
+        where += f", waiting in {wait.op} ({wait.says})" if wait.says else f", waiting in {wait.op}"
+    return where, idle
 
 
 def _communicates(found: Found, table: WaitTable) -> bool:

@@ -648,3 +648,15 @@ def test_a_rank_whose_own_thread_never_entered_the_call_its_peers_threads_wait_i
     assert [s["folded"] for s in zero3["suspects"]] == ["2"]
     assert any("0-1,3" in p["folded"] and "for another thread in all_gather" in p["position"]
                for p in zero3["places"])
+
+
+def test_a_dataloader_worker_stuck_in_its_work_is_said_to_wait_in_what_it_waits_in():
+    # a worker writing a whole record into `gzip -dc` before reading its output (the 39th first-contact batch):
+    # native frames show libc's write; the hint says the worker waits in file I/O, not only where it is
+    from tests.hangdoctor.corpus.check import run_entry
+    corpus = Path(__file__).parent / "corpus"
+    _, gzip, _ = run_entry(corpus / "ffc_ds_loader_worker_gzip_pipe", {"paths": ["native"]})
+    [hint] = [h for h in gzip["hints"] if "DataLoader workers" in h]
+    assert "is in gunzip_external" in hint and "waiting in file I/O" in hint and "pipe" in hint
+    _, forked, _ = run_entry(corpus / "fcj_dataloader_fork_held_lock", {"paths": ["native"]})
+    assert any("DataLoader workers" in h and "waiting in lock acquire" in h for h in forked["hints"])
