@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SILENT, STRENGTH, Edge,
-                                           Node, WaitGraph)
+from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SHARED_LOCKS, SILENT,
+                                           STRENGTH, Edge, Node, WaitGraph)
 from hangdoctor.analysis.ahead import compare, pass_further
 from hangdoctor.analysis.call_semantics import recomputing
 from hangdoctor.analysis.conditional_calls import conditional_collective
@@ -71,7 +71,6 @@ def read_causes(graph: WaitGraph) -> list[Cause]:
     return causes
 
 
-SHARED_LOCKS = ("file lock", "FileBaton", "multiprocessing lock")  # the ops of locks held across processes
 
 
 def _lock_order(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
@@ -243,10 +242,13 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if exact:  # it holds what the others wait for, and waits in a call they cannot reach while they wait
         holders = [graph.nodes[n] for n in sorted({e.target for e in held})]
         waiters = [graph.nodes[n] for n in sorted({e.waiter for e in held})]
+        inside = ("and " + _verb(holders, "it is", "they are") + " inside another `with` over the same lock"
+                  if "inside another `with" in held[0].evidence else "which " + _verb(holders, "it is", "they are")
+                  + " inside")
         reason = (f"{_verb(holders, 'holds', 'hold')} what {_who(waiters)} {_verb(waiters, 'waits', 'wait')} for "
-                  f"({held[0].evidence.split(' (')[0].replace('it waits to enter', 'they wait to enter')}, which "
-                  f"{_verb(holders, 'it is', 'they are')} inside) while {_verb(holders, 'it waits', 'they wait')} in "
-                  f"{_calls(holders)}, which {_who(waiters)} can never reach")
+                  f"({held[0].evidence.split(' (')[0].replace('it waits to enter', 'they wait to enter')}, {inside}) "
+                  f"while {_verb(holders, 'it waits', 'they wait')} in {_calls(holders)}, which {_who(waiters)} can "
+                  f"never reach")
         return [_cause(graph, holders, "medium", "lock-holder", reason)]
     if held:  # the same from line order alone: low
         holders = [graph.nodes[n] for n in sorted({e.target for e in held})]
@@ -658,6 +660,8 @@ def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
             sure = "medium"  # a generic wait (a socket, a queue) says little: a service process idles in one too
         if wait is not None and wait.idle and any(not v.identity.cmdline for v in node.place.views):
             sure = "low"  # an actor idle in its task loop, in dumps that name no process: a framework's helper too
+        if wait is not None and wait.op in SHARED_LOCKS and not graph.blocks and edges:
+            sure = "low"  # a lock shared between processes, and no source read: a rank waiting for it may hold it
     elif state == SILENT:
         sure = _SILENT_SURE.get(node.status, "low")
         if node.status == "missing" and strongest < STRENGTH.index("assumed"):
@@ -674,6 +678,11 @@ def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
     waiters = sorted({r for e in edges for r in graph.nodes[e.waiter].ranks})
     reason = (f"{len(waiters)} rank{'s' if len(waiters) != 1 else ''} wait for "
               f"{'it' if len(node.ranks) == 1 else 'them'}")
+    if state == LOCAL and sure == "low" and node.place.wait is not None and node.place.wait.op in SHARED_LOCKS:
+        reason += (f"; but the lock is shared between processes, and rank{'s' if len(waiters) != 1 else ''} "
+                   f"{fold_ranks(waiters)} may hold it while {'they wait' if len(waiters) != 1 else 'it waits'} for "
+                   f"{'it' if len(node.ranks) == 1 else 'them'} (the source's `with` blocks, which attach reads, "
+                   f"would say)")
     if rule == "evidence":
         reason += " by the strongest evidence (the other way round was only assumed)"
     return _cause(graph, [node], sure, rule, reason)

@@ -137,6 +137,10 @@ def _holder_edges(nodes: list[Node], blocks: dict | None) -> list[Edge]:
         if node.state != LOCAL or node.place is None or not node.place.views:
             continue
         view = node.place.views[0]
+        before = len(edges)
+        edges += _shared_lock_holders(node, nodes, blocks or {})
+        if len(edges) > before:
+            continue
         entering = _entering_with(view.stack, blocks or {})
         exact = entering is not None
         if entering is None and view.wait is not None and view.wait.kind == "lock":
@@ -165,6 +169,41 @@ def _holder_edges(nodes: list[Node], blocks: dict | None) -> list[Edge]:
                                   f"{'are' if len(holders) > 1 else 'is'} further along in that function, in a call: "
                                   f"past the lock, perhaps holding it (line order only: attach reads the source's "
                                   f"blocks, which say)", kind="lock-holder-order"))
+    return edges
+
+
+SHARED_LOCKS = ("file lock", "FileBaton", "multiprocessing lock")  # the ops of locks held across processes
+
+
+def _shared_lock_holders(node: Node, nodes: list[Node], blocks: dict) -> list[Edge]:
+    """Ranks waiting to take a lock shared between processes (a multiprocessing Lock, a file lock): its holder is
+    another process, perhaps another rank. With the source's blocks, a rank inside a `with` of the same function
+    over the same expression (`with lock:` in the branch the waiters did not take) holds it. Without them nothing
+    is said: the holder is as often a process outside the ranks (a child that died in the locked section, a stale
+    lock file) as another rank, and the stacks look the same."""
+    view = node.place.views[0]
+    wait = view.wait
+    if wait is None or wait.op not in SHARED_LOCKS or wait.caller is None:
+        return []
+    caller = wait.caller
+    items = next((set(i[2]) for i in (blocks.get((caller.file, caller.line)) or {}).get("with_items") or ()
+                  if i[0] == caller.line), set())
+    others = [o for o in nodes if o is not node and o.place is not None and o.state != SILENT
+              and not (o.place.wait is not None and o.place.wait.op in SHARED_LOCKS)]
+    edges = []
+    for other in others:
+        holders = [v.rank for v in other.place.views if items and any(
+            f.file == caller.file and f.name == caller.name and any(
+                i[0] <= f.line <= i[1] and items & set(i[2])
+                for i in (blocks.get((f.file, f.line)) or {}).get("with_items") or ())
+            for f in v.stack if not f.native)]
+        if holders:
+            edges.append(Edge(node.id, other.id, holders, "semantic",
+                              f"it waits to enter `with {sorted(items)[0]}:` at {caller.file}:{caller.line} "
+                              f"({caller.name}), a lock shared between processes, and rank"
+                              f"{'s' if len(holders) > 1 else ''} {fold_ranks(holders)} "
+                              f"{'are' if len(holders) > 1 else 'is'} inside another `with {sorted(items)[0]}:` of "
+                              f"that function: what it waits for is held there", kind="lock-holder"))
     return edges
 
 

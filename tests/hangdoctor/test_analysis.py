@@ -660,3 +660,22 @@ def test_a_dataloader_worker_stuck_in_its_work_is_said_to_wait_in_what_it_waits_
     assert "is in gunzip_external" in hint and "waiting in file I/O" in hint and "pipe" in hint
     _, forked, _ = run_entry(corpus / "fcj_dataloader_fork_held_lock", {"paths": ["native"]})
     assert any("DataLoader workers" in h and "waiting in lock acquire" in h for h in forked["hints"])
+
+
+def test_a_lock_shared_between_processes_is_held_by_the_rank_inside_another_with_over_it():
+    # rank 0 holds the spawn parent's multiprocessing Lock across a barrier that ranks 1-2, waiting to take the
+    # same lock in the other branch, never reach (the 40th first-contact batch): with the source's blocks (attach)
+    # rank 0 is inside `with lock:` of the same function, and is named; without them nobody is named with
+    # confidence (the holder is as often a child that died or a stale lock file)
+    from tests.hangdoctor.corpus.check import run_entry
+    case = Path(__file__).parent / "corpus" / "ffd_spawn_stats_lock_held_across_barrier"
+    _, read, _ = run_entry(case, {"paths": ["attach"]})
+    first = read["suspects"][0]
+    assert (first["ranks"], first["confidence"]) == ([0], "medium")
+    assert "inside another `with` over the same lock" in first["reason"]
+    _, bare, _ = run_entry(case, {"paths": ["text/s1", "text/s2"]})
+    assert not any(s["confidence"] in ("high", "medium") for s in bare["suspects"])
+    assert "may hold it" in bare["suspects"][0]["reason"]
+    # a rank whose lock's holder died in the locked section: with the source, no rank is inside a `with` over it
+    _, killed, _ = run_entry(Path(__file__).parent / "corpus" / "fdx_ds_semlock_killed_holder", {"paths": ["attach"]})
+    assert (killed["suspects"][0]["ranks"], killed["suspects"][0]["confidence"]) == ([2], "high")
