@@ -228,8 +228,15 @@ def test_a_rank_in_a_lock_while_the_others_communicate_is_the_prime_suspect():
     barrier = (Frame("barrier", "torch/distributed/distributed_c10d.py", 4000), *frames("build", "main"))
     v = diagnose(collection({0: [baton] * 2, 1: [barrier] * 2, 2: [barrier] * 2}))
     first = v.suspects[0]
-    assert (first.ranks, first.kind, first.confidence) == ([0], "local-wait", "high")
+    # a lock file is shared between processes: without the source, a rank in the barrier may hold it (low)
+    assert (first.ranks, first.kind, first.confidence) == ([0], "local-wait", "low")
     assert first.evidence[0]["kind"] == "lock" and "lock file" in first.evidence[0]["says"]
+    assert "may hold it" in first.reason
+    # a lock of the rank's own threads: the others cannot hold it
+    own = (Frame("Condition.wait", "threading.py", 320), Frame("Event.wait", "threading.py", 600),
+           *frames("build", "main"))
+    v = diagnose(collection({0: [own] * 2, 1: [barrier] * 2, 2: [barrier] * 2}))
+    assert (v.suspects[0].ranks, v.suspects[0].kind, v.suspects[0].confidence) == ([0], "local-wait", "high")
 
 
 def test_unknown_ranks_are_blamed_with_medium_confidence_only_when_no_gpu_is_in_use():
