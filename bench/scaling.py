@@ -14,6 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 LIMIT = 6.0  # at 4x the input, a ratio above this is not linear (n log n at 4x gives under 5)
+# a stage whose call takes under this at 4x the input is reported, not judged: at a millisecond the caches and the
+# scheduler move its ratio by more than the limit allows (tracing's last report, 0.7-0.9 -> 3.5-8.2 ms, read 3.5-8.9x
+# in runs of the same code), and a quadratic stage crosses it within two doublings
+FLOOR_S = 0.020
 
 
 @dataclass
@@ -28,8 +32,12 @@ class Ratio:
         return self.large / self.small if self.small > 0 else float("inf")
 
     @property
+    def judged(self) -> bool:
+        return self.large >= FLOOR_S
+
+    @property
     def ok(self) -> bool:
-        return self.value <= LIMIT
+        return self.value <= LIMIT or not self.judged
 
 
 def _timed(fn: Callable[[], object], calls: int) -> float:
@@ -58,13 +66,16 @@ def table(title: str, sizes: tuple[str, str], ratios: list[Ratio]) -> str:
              "|---|---:|---:|---:|"]
     for r in ratios:
         lines.append(f"| {r.stage} | {r.small * 1e3:.2f} ms | {r.large * 1e3:.2f} ms | "
-                     f"{r.value:.2f}{'' if r.ok else ' **NOT LINEAR**'} |")
+                     f"{r.value:.2f}{'' if r.ok else ' **NOT LINEAR**'}"
+                     f"{'' if r.judged else f' (under {FLOOR_S * 1e3:g} ms: not judged)'} |")
     return "\n".join(lines)
 
 
 def verdict_line(ratios: list[Ratio]) -> tuple[int, str]:
     bad = [r for r in ratios if not r.ok]
-    if not bad:
-        return 0, f"scaling guard: every stage linear ({len(ratios)} stages, worst ratio " \
-                  f"{max(r.value for r in ratios):.2f} at 4x the input, limit {LIMIT:g})"
-    return 1, "scaling guard: NOT LINEAR: " + ", ".join(f"{r.stage} {r.value:.1f}x" for r in bad)
+    if bad:
+        return 1, "scaling guard: NOT LINEAR: " + ", ".join(f"{r.stage} {r.value:.1f}x" for r in bad)
+    judged = [r for r in ratios if r.judged]
+    return 0, (f"scaling guard: every stage linear ({len(judged)} stages judged, {len(ratios) - len(judged)} under "
+               f"{FLOOR_S * 1e3:g} ms not; worst ratio {max((r.value for r in judged), default=0):.2f} at 4x the "
+               f"input, limit {LIMIT:g})")

@@ -26,3 +26,12 @@ def test_a_quadratic_stage_fails_the_guard_and_a_linear_one_passes():
     code, line = verdict_line([slow, fast])
     assert code == 1 and line == f"scaling guard: NOT LINEAR: quadratic {slow.value:.1f}x"
     assert verdict_line([fast])[0] == 0
+
+
+def test_a_stage_under_the_floor_is_reported_not_judged():
+    from scaling import FLOOR_S, Ratio
+    tiny = Ratio("tiny", 0.0007, 0.0050, 1)  # 7x, but 5 ms at 4x the input: the caches' and the scheduler's noise
+    assert tiny.value > LIMIT and not tiny.judged and tiny.ok
+    assert FLOOR_S > 0.005
+    code, line = verdict_line([tiny])
+    assert code == 0 and "1 under" in line
