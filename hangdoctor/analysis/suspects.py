@@ -275,8 +275,7 @@ def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,
             if id(suspect) not in done:
                 first.append(suspect)
                 done.add(id(suspect))
-        joint = cause.rule in JOINT_RULES or cause.rule in SHARED_RULES
-        if joint and len(first) - before > 1:  # one cause of several places: one suspect
+        if cause.rule in JOINT_RULES + SHARED_RULES and len(first) - before > 1:  # one cause of places: one suspect
             parts = first[before:]
             ranks = sorted(r for p in parts for r in p.ranks)
             joint = replace(parts[0], ranks=ranks, where=where(ranks, dims),
