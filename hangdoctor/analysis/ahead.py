@@ -71,26 +71,29 @@ def compare(a: Stack, b: Stack, blocks: dict | None = None, locals_a: tuple | No
 
 def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, locals_a: tuple | None,
                 locals_b: tuple | None) -> Order:
-    la, lb = fa.line, fb.line
     where = f"{fa.name} ({fa.file})"
-    known_a = blocks.get((fa.file, la)) if blocks else None
-    known_b = blocks.get((fb.file, lb)) if blocks else None
+    known_a = blocks.get((fa.file, fa.line)) if blocks else None
+    known_b = blocks.get((fb.file, fb.line)) if blocks else None
+    la, lb = _position(a, fa, known_a), _position(b, fb, known_b)
     later = 0 if la > lb else 1
     counted = _by_counter(fa, fb, known_a, known_b, _locals_of(a, fa, locals_a), _locals_of(b, fb, locals_b))
     if counted is not None and not _rank_branch(known_a, lb) and not _rank_branch(known_b, la) \
             and not _rank_path(a, fa, blocks) and not _rank_path(b, fb, blocks):
         return counted
     if known_a is None or known_b is None:
-        return Order(later, fa, (la, lb), False, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}")
+        return Order(later, fa, (fa.line, fb.line), False,
+                     f"{_say(max(la, lb))} of {where} comes after {_say(min(la, lb))}")
     loops_a, loops_b = set(map(tuple, known_a.get("loops", []))), set(map(tuple, known_b.get("loops", [])))
     only_a, only_b = loops_a - loops_b, loops_b - loops_a
     if _in_a_branch(only_a, known_a, lb) or _in_a_branch(only_b, known_b, la):
         only_a = only_b = set()  # a loop in a branch the other line is not in: the other rank may never have run it
     if only_a and not only_b and all(lb > last for _, last in only_a):
-        return Order(1, fa, (la, lb), True, f"line {lb} of {where} comes after the loop that line {la} is in", True,
+        return Order(1, fa, (fa.line, fb.line), True,
+                     f"{_say(lb)} of {where} comes after the loop that {_say(la)} is in", True,
                      rank_branch=_named_rank_branch(known_b, la), fetching=la == max(only_a)[0])
     if only_b and not only_a and all(la > last for _, last in only_b):
-        return Order(0, fa, (la, lb), True, f"line {la} of {where} comes after the loop that line {lb} is in", True,
+        return Order(0, fa, (fa.line, fb.line), True,
+                     f"{_say(la)} of {where} comes after the loop that {_say(lb)} is in", True,
                      rank_branch=_named_rank_branch(known_a, lb), fetching=lb == max(only_b)[0])
     shared = loops_a & loops_b
     if shared and not only_a and not only_b:
@@ -105,20 +108,41 @@ def _compare_at(a: Stack, b: Stack, fa: Frame, fb: Frame, blocks: dict | None, l
         # the same pass: the others may be past it, so the line order stands (below)
         if bool(cond_a) != bool(cond_b) and _rank_branch(known_a if cond_a else known_b, lb if cond_a else la):
             off, branch = (0, la) if cond_a else (1, lb)
-            return Order(off, fa, (la, lb), True, rank_branch=_named_rank_branch(known_a if off == 0 else known_b,
+            return Order(off, fa, (fa.line, fb.line), True, rank_branch=_named_rank_branch(known_a if off == 0 else known_b,
                                                                                 lb if off == 0 else la),
-                         why=f"line {branch} of {where} is in a branch of an if inside the loop "
+                         why=f"{_say(branch)} of {where} is in a branch of an if inside the loop "
                          f"(lines {loop[0]}-{loop[1]}) that the others did not take")
     # a branch on the rank (`if dp_rank == 0: stream()`) that holds one line and not the other, outside any loop
     # they share: the ranks in it took a path the others do not take, by design, whatever the lines' order
     in_a, in_b = _named_rank_branch(known_a, lb), _named_rank_branch(known_b, la)
     if in_a != in_b and not shared:
         off, branch = (0, la) if in_a else (1, lb)
-        return Order(off, fa, (la, lb), True, f"line {branch} of {where} is in a branch on the rank that the others "
+        return Order(off, fa, (fa.line, fb.line), True, f"{_say(branch)} of {where} is in a branch on the rank that the others "
                      f"did not take", rank_branch=True)
     # inside a loop both lines share, the rank at the earlier line may be a pass further: the order is a guess
-    return Order(later, fa, (la, lb), not shared, f"line {max(la, lb)} of {where} comes after line {min(la, lb)}"
+    return Order(later, fa, (fa.line, fb.line), not shared,
+                 f"{_say(max(la, lb))} of {where} comes after {_say(min(la, lb))}"
                  + (f" (both in the loop at lines {max(shared)[0]}-{max(shared)[1]})" if shared else ""))
+
+
+def _position(stack: Stack, frame: Frame, known: dict | None) -> float:
+    """Where in its function the frame stands. A frame calling `__exit__` stands on its `with` line (that is the
+    line CPython reports while a with statement's block is left), yet it is past every line of the block: with the
+    source, its position is just after the block's last line (`with Join(...): for batch in loader: ...`: a rank
+    in `Join.__exit__` has left the loop that the others are still in)."""
+    if not known:
+        return frame.line
+    inner = [f for f in stack if not f.native]
+    at = next((i for i, f in enumerate(inner) if f is frame), 0)
+    if at == 0 or inner[at - 1].name.rsplit(".", 1)[-1] not in ("__exit__", "__aexit__"):
+        return frame.line
+    ends = [last for first, last in map(tuple, known.get("withs", [])) if first == frame.line]
+    return max(ends) + 0.5 if ends else frame.line
+
+
+def _say(position: float) -> str:
+    """A position of `_position`, in words."""
+    return f"line {position}" if position == int(position) else f"the end of the with block (line {int(position)})"
 
 
 def _other_arm_taken(known: dict, condition: tuple, other_line: int) -> bool:

@@ -275,3 +275,34 @@ def test_an_else_arm_the_other_rank_is_past_is_no_branch_it_skipped(tmp_path):
     # the arm of `if rank == 0:` itself is a branch on the rank that a rank past it need not have taken
     order = compare(stack(9), stack(4), blocks)
     assert order.ahead == 1 and "branch" in order.why
+
+
+JOINED = '''\
+def main(rank, loader):
+    with Join([model]):
+        for batch in loader:
+            step(batch)
+            gather(batch)
+        print("joined")
+    barrier()
+'''
+
+
+def test_a_rank_leaving_a_with_block_is_past_every_line_of_it(tmp_path):
+    # CPython reports the `with` line while a block is left: a rank in `Join.__exit__` (ffe's uneven-input Join,
+    # the 40th first-contact batch) stands on line 2, yet it has left the loop that a rank in gather (line 5) is in
+    path = tmp_path / "train.py"
+    path.write_text(JOINED)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "train.py", "line": line, "name": "main"} for line in (2, 5)]}]}]}]
+    blocks = {("train.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+    leaving = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 10),
+               Frame("Join.__exit__", "torch/distributed/algorithms/join.py", 270), *stack(2)[1:])
+    order = compare(leaving, stack(5), blocks)
+    assert order.ahead == 0 and order.sure and order.left_loop
+    assert "the end of the with block (line 6)" in order.why and order.lines == (2, 5)
+    # entering the block is not leaving it: the line order stands (line 5 after line 2)
+    entering = (leaving[0], Frame("Join.__enter__", "torch/distributed/algorithms/join.py", 260), *stack(2)[1:])
+    assert compare(entering, stack(5), blocks).ahead == 1
+    # without the source nothing says where the block ends
+    assert compare(leaving, stack(5)).ahead == 1
