@@ -56,6 +56,7 @@ class Cause:
     reason: str  # one sentence
     waiting: list[int] = field(default_factory=list)  # ranks that wait for it, directly or through others
     edges: list[Edge] = field(default_factory=list)  # the edges into it
+    doubt: str = ""  # why it may not be the cause, where something says so (in `reason` too, after "; but ")
 
 
 def read_causes(graph: WaitGraph) -> list[Cause]:
@@ -274,8 +275,8 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         back = "" if graph.blocks else _waits_back(graph, ends, at_ends)
         if back:  # a cycle: the end's collective waits for the receivers in turn, and either side may have skipped
             # (with the source, the loops' counters were read above: no receiver is a pass further)
-            sure, detail = "low", detail + back
-        return [_cause(graph, ends, sure, "chain-end", detail, ranks=at_ends)]
+            sure = "low"
+        return [_cause(graph, ends, sure, "chain-end", detail, ranks=at_ends, doubt=back)]
     misnamed = _misnamed(nodes)
     if misnamed:
         wrong, detail = misnamed
@@ -358,12 +359,13 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
             reason += (f"; or {_who([ahead[0]])} left the loop early ({ahead[1].why}): the stacks cannot tell one "
                        f"pass more on {_who(smallest)} from one less on {_who([ahead[0]])}; the Flight Recorder "
                        f"(each rank's count of collectives) would")
-        elif ahead is not None and ahead[0] not in smallest:  # program order points the other way: both are guesses
-            sure = "low"
-            reason += (f"; but {_who([ahead[0]])} may be the ones that went on ({ahead[1].why}): " +
-                       ("the source's loops (attach reads them) would tell" if not graph.blocks else
-                        "the source shows no loop that would tell which"))
-        return [_cause(graph, smallest, sure, "odd-one-out", reason)]
+        doubt = ""
+        if ahead is not None and ahead[0] not in smallest and not ahead[1].left_loop:  # program order points the
+            sure = "low"  # other way: both are guesses
+            doubt = (f"{_who([ahead[0]])} may be the ones that went on ({ahead[1].why}): " +
+                     ("the source's loops (attach reads them) would tell" if not graph.blocks else
+                      "the source shows no loop that would tell which"))
+        return [_cause(graph, smallest, sure, "odd-one-out", reason, doubt=doubt)]
     if all(n.state == COMMUNICATING for n in nodes):
         if ahead is not None:
             node, order = ahead
@@ -500,7 +502,7 @@ def _waits_back(graph: WaitGraph, ends: list[Node], at_ends: list[int]) -> str:
                    and graph.nodes[e.target].state == COMMUNICATING for r in e.ranks})
     if not back:
         return ""
-    return (f"; but {_calls(ends)} waits for rank{'s' if len(back) > 1 else ''} {fold_ranks(back)} in turn: "
+    return (f"{_calls(ends)} waits for rank{'s' if len(back) > 1 else ''} {fold_ranks(back)} in turn: "
             f"either rank{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} skipped the send or rank"
             f"{'s' if len(back) > 1 else ''} {fold_ranks(back)} the collective (and went on to the next receive): "
             f"the steps' counters (read with the source) would tell")
@@ -678,14 +680,15 @@ def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
     waiters = sorted({r for e in edges for r in graph.nodes[e.waiter].ranks})
     reason = (f"{len(waiters)} rank{'s' if len(waiters) != 1 else ''} wait for "
               f"{'it' if len(node.ranks) == 1 else 'them'}")
-    if state == LOCAL and sure == "low" and node.place.wait is not None and node.place.wait.op in SHARED_LOCKS:
-        reason += (f"; but the lock is shared between processes, and rank{'s' if len(waiters) != 1 else ''} "
-                   f"{fold_ranks(waiters)} may hold it while {'they wait' if len(waiters) != 1 else 'it waits'} for "
-                   f"{'it' if len(node.ranks) == 1 else 'them'} (the source's `with` blocks, which attach reads, "
-                   f"would say)")
     if rule == "evidence":
         reason += " by the strongest evidence (the other way round was only assumed)"
-    return _cause(graph, [node], sure, rule, reason)
+    doubt = ""
+    if state == LOCAL and sure == "low" and node.place.wait is not None and node.place.wait.op in SHARED_LOCKS:
+        doubt = (f"the lock is shared between processes, and rank{'s' if len(waiters) != 1 else ''} "
+                 f"{fold_ranks(waiters)} may hold it while {'they wait' if len(waiters) != 1 else 'it waits'} for "
+                 f"{'it' if len(node.ranks) == 1 else 'them'} (the source's `with` blocks, which attach reads, "
+                 f"would say)")
+    return _cause(graph, [node], sure, rule, reason, doubt=doubt)
 
 
 def _host_blocking(graph: WaitGraph, edges: list[Edge]) -> bool:
@@ -701,7 +704,7 @@ def _host_blocking(graph: WaitGraph, edges: list[Edge]) -> bool:
 
 
 def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reason: str,
-           ranks: list[int] | None = None) -> Cause:
+           ranks: list[int] | None = None, doubt: str = "") -> Cause:
     """ranks: the nodes' ranks that are the cause, when the edges name only some of them (default: the ranks the
     others' edges name, not the merely possible ones: a rank that shares the nodes' place and that nobody waits
     for is not the cause; all of them when no edge names fewer)."""
@@ -709,7 +712,9 @@ def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reas
     edges = [e for n in nodes for e in graph.into.get(n.id, []) if e.waiter not in ids]
     if ranks is None:
         ranks = _waited_ranks(graph, [graph.nodes[e.waiter] for e in edges], nodes)
-    return Cause([n.id for n in nodes], ranks or _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges)
+    reason += f"; but {doubt}" if doubt else ""
+    return Cause([n.id for n in nodes], ranks or _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges,
+                  doubt)
 
 
 def _waited_ranks(graph: WaitGraph, waiters: list[Node], targets: list[Node]) -> list[int]:

@@ -328,8 +328,7 @@ def _cause_sentence(suspect: Suspect, cause: Cause, node: Node, graph: WaitGraph
     if cause.rule in JOINT_RULES:  # what they do together: said by the cause
         return "; ".join(part for part in (cause.reason, waited) if part)
     if cause.rule in ("sink", "evidence") or node.state != "communicating":  # what it does says it best
-        doubt = cause.reason.split("; but ", 1)[1] if "; but " in cause.reason else ""  # and why it may not be
-        return "; ".join(part for part in (own, waited, f"but {doubt}" if doubt else "") if part)
+        return "; ".join(part for part in (own, waited, f"but {cause.doubt}" if cause.doubt else "") if part)
     return "; ".join(part for part in (cause.reason, waited if waited and waited not in cause.reason else "") if part)
 
 
