@@ -660,8 +660,8 @@ def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
         wait = node.place.wait if node.place is not None else None
         if wait is not None and wait.sure == "low" and strongest < STRENGTH.index("semantic"):
             sure = "medium"  # a generic wait (a socket, a queue) says little: a service process idles in one too
-        if wait is not None and wait.idle and any(not v.identity.cmdline for v in node.place.views):
-            sure = "low"  # an actor idle in its task loop, in dumps that name no process: a framework's helper too
+        if node.place.idle_untitled:
+            sure = "low"
         if wait is not None and wait.op in SHARED_LOCKS and not graph.blocks and edges:
             sure = "low"  # a lock shared between processes, and no source read: a rank waiting for it may hold it
     elif state == SILENT:

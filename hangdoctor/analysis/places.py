@@ -42,6 +42,12 @@ class Place:
         return self.progress.get(PROGRESSING, 0) == len(self.ranks)
 
     @property
+    def idle_untitled(self) -> bool:
+        """Idle in a task loop (a Ray actor's) in dumps that name no process (py-spy's --json): a framework's own
+        helper actors idle in that loop too, so this may be no rank at all."""
+        return self.wait is not None and self.wait.idle and any(not v.identity.cmdline for v in self.views)
+
+    @property
     def gpu(self) -> bool | None:
         """True when any of its ranks uses a GPU, False when all are known not to, else None."""
         values = {v.gpu for v in self.views}

@@ -127,8 +127,7 @@ def _judge(place: Place, anchor: Place | None, dims: ParallelDims | None, alone:
         # (a worker idle in its task loop holds up only peers in a collective: else it just has no task)
         idle = place.wait is not None and place.wait.idle
         sure = "high" if anchor is not None and anchor.in_collective else "low" if alone or idle else "medium"
-        untitled = idle and any(not view.identity.cmdline for view in place.views)
-        if untitled:  # py-spy's --json names no process: a framework's own helper actors idle in that loop too
+        if place.idle_untitled:
             sure = "low"
             says += (" (or not a rank at all: these dumps name no process, and a framework's own actors, Ray Train's "
                      "controller and synchronization actor, idle there too)")
