@@ -184,6 +184,23 @@ def _rank_locals(thread):
             yield int(rank), int(world)
 
 
+_STORE_CALLS = {"_create_c10d_store": ("hostname", "port"), "_env_rendezvous_handler": ("master_addr", "master_port")}
+
+
+def _endpoint_from_locals(found: Found) -> str | None:
+    """The store address a process is connecting to, where it waits in torch.distributed's store set-up and its
+    locals were dumped (`_create_c10d_store(hostname, port, ...)`, py-spy --locals): "host:port", else None."""
+    for sample in reversed(found.samples):
+        for thread in sample.threads:
+            for frame, names in zip(thread.frames, thread.locals or ()):
+                keys = _STORE_CALLS.get(frame.name) if frame.file.startswith("torch/distributed/") else None
+                if keys and names:
+                    host, port = (str(names.get(k, "")).strip().strip("'\"") for k in keys)
+                    if host and port.isdigit():
+                        return f"{host[:200]}:{port}"
+    return None
+
+
 def build_records(found: list[Found], dims: ParallelDims | None) -> tuple[list[RankRecord], list[str]]:
     warnings = []
     records: dict[int, RankRecord] = {}
@@ -198,6 +215,7 @@ def build_records(found: list[Found], dims: ParallelDims | None) -> tuple[list[R
         if dims is not None and coords is None:
             warnings.append(f"rank {f.rank} (pid {f.pid} on {f.host}) is outside the topology {dims.describe()}")
         identity = RankIdentity(rank=f.rank, host=f.host, pid=f.pid, local_rank=f.local_rank, world_size=f.world_size,
-                                coords=coords, rank_source=f.rank_source, cmdline=f.cmdline, ppid=f.ppid, gpu=f.gpu)
+                                coords=coords, rank_source=f.rank_source, cmdline=f.cmdline, ppid=f.ppid, gpu=f.gpu,
+                                endpoint=f.endpoint or _endpoint_from_locals(f))
         records[f.rank] = RankRecord(identity, f.samples, f.profile)
     return list(records.values()), warnings

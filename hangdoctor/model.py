@@ -121,6 +121,7 @@ class RankIdentity:
     cmdline: tuple[str, ...] = ()
     ppid: int | None = None
     gpu: bool | None = None  # a GPU runtime is loaded in it (libcuda in /proc/PID/maps); None: unknown (a paste)
+    endpoint: str | None = None  # the rendezvous store it was told to reach, "MASTER_ADDR:MASTER_PORT"; None: unknown
 
     def coords_label(self) -> str:
         c = self.coords

@@ -60,8 +60,23 @@ def one_place_hint(place: Place, dims: ParallelDims | None) -> str:
     if place.wait is not None and place.wait.kind == "store" and place.wait.op == "new_group":
         return f"every rank that answered waits in {place.position}: {ONE_NEW_GROUP}"
     if place.wait is not None and place.wait.kind == "store":
-        return f"every rank that answered waits in {place.position}: {ONE_STORE}"
+        return f"every rank that answered waits in {place.position}{_store_told(place)}: {ONE_STORE}"
     return f"every rank that answered waits in {place.position}: if none is missing, {one_call(place)}{NCCL_HINT}"
+
+
+def _store_told(place: Place) -> str:
+    """The store address every rank of the place was given (MASTER_ADDR:MASTER_PORT in its environment, where the
+    collector read it, or in the locals of its store set-up), in words; a port 0 said to be one no client can
+    reach."""
+    told = {v.identity.endpoint for v in place.views}
+    if len(told) != 1 or None in told:
+        return ""
+    endpoint = told.pop()
+    if endpoint.rsplit(":", 1)[-1] == "0":
+        return (f", every one told to reach the store at {endpoint} (its MASTER_ADDR:MASTER_PORT): "
+                f"port 0 is no port a client can connect to (a launcher given an endpoint with port 0, such as "
+                f"torchrun's --rdzv-endpoint=HOST:0 with the static backend, passes it on as it is)")
+    return f", every one told to reach the store at {endpoint} (its MASTER_ADDR:MASTER_PORT)"
 
 
 def one_call(place: Place) -> str:

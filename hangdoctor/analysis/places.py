@@ -31,6 +31,7 @@ class Place:
     progress: dict[str, int] = field(default_factory=dict)
     activity: str = UNKNOWN  # the wait's kind, "busy" or "unknown" (the most common among its ranks)
     views: list[RankView] = field(default_factory=list, repr=False)
+    store: str | None = None  # the rendezvous store its ranks were told to reach, where the job's ranks disagree
 
     @property
     def in_collective(self) -> bool:
@@ -55,21 +56,28 @@ class Place:
 
 
 def build_places(views: list[RankView], dims: ParallelDims | None) -> list[Place]:
-    groups: dict[str, list[RankView]] = defaultdict(list)
+    """Ranks grouped by where they wait; in a rendezvous store, also by the store they were told to reach (ranks
+    given different MASTER_ADDR:MASTER_PORT wait in different stores, whatever their frames)."""
+    groups: dict[tuple[str, str | None], list[RankView]] = defaultdict(list)
+    split = len({v.identity.endpoint for v in views if v.responded and v.identity.endpoint}) > 1
     for view in views:
         if view.responded:
-            groups[view.position].append(view)
+            store = view.wait is not None and view.wait.kind == "store"
+            groups[view.position, view.identity.endpoint if split and store else None].append(view)
     places = []
-    for position, members in groups.items():
+    for (position, store), members in groups.items():
         ranks = sorted(v.rank for v in members)
         progress: dict[str, int] = defaultdict(int)
         activities: dict[str, int] = defaultdict(int)
         for v in members:
             progress[v.progress] += 1
             activities[v.activity] += 1
+        if store:
+            position += f" (its store at {store})"
         places.append(Place(position=position, wait=members[0].wait, ranks=ranks, where=where(ranks, dims),
                             hosts=sorted({v.identity.host for v in members}, key=natural_key), progress=dict(progress),
-                            activity=max(activities, key=lambda a: (activities[a], a == BUSY)), views=members))
+                            activity=max(activities, key=lambda a: (activities[a], a == BUSY)), views=members,
+                            store=store))
     places.sort(key=lambda p: (-len(p.ranks), p.ranks[0]))
     return places
 

@@ -98,7 +98,9 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
 
 
 def _op(place: Place) -> str:
-    return place.wait.op if place.wait is not None else place.position
+    if place.wait is None:
+        return place.position
+    return f"{place.wait.op} (its store at {place.store})" if place.store else place.wait.op
 
 
 def _order_key(suspect: Suspect) -> str:

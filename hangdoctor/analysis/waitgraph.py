@@ -306,6 +306,9 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
     found = _meaning(place.views[0], source, rows) if via is None else None
     if found is not None:
         node.schedule, node.phase, node.phase_says = found.row.schedule, found.row.phase, found.row.says
+    stores = _store_edges(node, nodes)
+    if stores is not None:
+        return stores
     targets, evidence = _explicit_targets(place, dims)
     if targets is not None:
         node.peers = evidence
@@ -348,6 +351,39 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
             strength, why = "possible", ("a rank past the call may have issued it already (NCCL returns before "
                                          "it completes)")
         edges.append(Edge(node.id, other.id, other.ranks, strength, why))
+    return edges
+
+
+def _store_edges(node: Node, nodes: list[Node]) -> list[Edge] | None:
+    """A rank in the rendezvous store waits for the ranks that were told to reach another store (MASTER_ADDR and
+    MASTER_PORT in each rank's environment, or the address its store set-up's locals name): they never arrive in
+    its own. The job's store is rank 0's
+    (env:// makes rank 0 its server, or the launcher rank 0 shares); ranks told another address wait in a store
+    that no rank of the job serves, for nobody the job can give them: a sink. None where this does not apply (not
+    a store wait, the addresses unknown or all alike, or rank 0's unknown)."""
+    place = node.place
+    if place.wait is None or place.wait.kind != "store" or _via_thread(place) is not None:
+        return None
+    mine = place.views[0].identity.endpoint
+    told = {v.rank: v.identity.endpoint for n in nodes if n.place is not None for v in n.place.views
+            if v.identity.endpoint}
+    served = told.get(0)
+    if not mine or served is None or len(set(told.values())) < 2:
+        return None
+    if mine != served:
+        node.peers = f"a store at {mine} that no rank of the job serves (rank 0's is at {served})"
+        return []
+    node.peers = f"the ranks told to reach another store than this one, at {mine}"
+    edges = []
+    for other in nodes:
+        elsewhere = sorted(v.rank for v in (other.place.views if other.place is not None else [])
+                           if told.get(v.rank) not in (None, mine))
+        if other.id != node.id and elsewhere:
+            where = sorted({told[r] for r in elsewhere})
+            edges.append(Edge(node.id, other.id, elsewhere, "explicit",
+                              f"rank{'s' if len(elsewhere) > 1 else ''} {fold_ranks(elsewhere)} "
+                              f"{'were' if len(elsewhere) > 1 else 'was'} told to reach the store at "
+                              f"{', '.join(where)}, not {mine}: never in this one"))
     return edges
 
 

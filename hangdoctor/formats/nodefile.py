@@ -34,6 +34,7 @@ class Found:
     gpu: bool | None = None  # a GPU runtime loaded (the collector read /proc/PID/maps); None: unknown
     flight_recorder: object = None  # its Flight Recorder trace, fetched live (FrDump), or the error text
     profile: RankProfile | None = None  # `attach --profile`: its time profile
+    endpoint: str | None = None  # "MASTER_ADDR:MASTER_PORT" from its environment, where the collector kept both
 
 
 READABLE = ("hangdoctor-node/1", "hangdoctor-node/2")
@@ -209,6 +210,7 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
             ppid=proc.get("ppid"), gpu=proc.get("gpu"),
             flight_recorder=_fetched_trace(proc, name) if "flight_recorder" in proc else None,
             profile=read_profile(proc["profile"], profile_frames, pid) if "profile" in proc else None,
+            endpoint=_endpoint(proc.get("env")),
         ))
     errors = list(doc.get("errors") or [])
     report = NodeReport(
@@ -217,6 +219,16 @@ def read_node_doc(doc: dict, fallback_name: str = "?") -> tuple[NodeReport, list
         seconds=max(0.0, float(doc.get("finished") or 0) - float(doc.get("started") or 0)),
     )
     return report, found
+
+
+def _endpoint(env: object) -> str | None:
+    """The rendezvous store's address a process was given (env://: MASTER_ADDR and MASTER_PORT), else None."""
+    if not isinstance(env, dict):
+        return None
+    host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+    if not (isinstance(host, str) and isinstance(port, str) and host and port):
+        return None
+    return f"{host[:200]}:{port[:20]}"
 
 
 _PROCESS_NUMBERS = (("pid", 1, 1 << 32), ("rank", 0, MAX_RANKS), ("local_rank", 0, MAX_RANKS),
