@@ -333,6 +333,10 @@ RULES: tuple[WaitRule, ...] = (
     R("io", "python", "subprocess.py", "wait|_wait|communicate|_try_wait|_communicate", op="subprocess",
       says="waiting for a child process (its exit or its output)", **GENERIC),
     R("io", "python", "ssl.py", "read|recv.*", op="socket", **GENERIC),
+    # httpx's transport (huggingface_hub's Hub calls): its socket's recv and sendall are C, below these frames
+    R("io", "httpcore", "_backends/sync.py", "SyncStream.read|SyncStream.write|SyncBackend.connect_tcp|"
+      "SyncBackend.connect_unix_socket", op="socket", says="an HTTP request's socket (httpx/httpcore): a server "
+      "that never answers, with no timeout set, waits for ever", **GENERIC),
     # pathlib's file calls end in C (io.open, a read or a write) with no Python frame of their own below
     R("io", "python", "pathlib.py", "Path.open|Path.read_bytes|Path.read_text|Path.write_bytes|Path.write_text|"
       "open|read_bytes|read_text|write_bytes|write_text", op="file I/O", says="opening, reading or writing a file: a "

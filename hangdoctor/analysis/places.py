@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.classes import where
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, UNKNOWN, RankView
+from hangdoctor.analysis.stores import StoreKey, store_keys
 from hangdoctor.analysis.waits import Wait
 from hangdoctor.identity import natural_key
 from hangdoctor.topology import ParallelDims, fold_ranks
@@ -31,7 +32,7 @@ class Place:
     progress: dict[str, int] = field(default_factory=dict)
     activity: str = UNKNOWN  # the wait's kind, "busy" or "unknown" (the most common among its ranks)
     views: list[RankView] = field(default_factory=list, repr=False)
-    store: str | None = None  # the rendezvous store its ranks were told to reach, where the job's ranks disagree
+    store: StoreKey | None = None  # the rendezvous store its ranks try to reach, where that sets ranks apart
 
     @property
     def in_collective(self) -> bool:
@@ -56,14 +57,14 @@ class Place:
 
 
 def build_places(views: list[RankView], dims: ParallelDims | None) -> list[Place]:
-    """Ranks grouped by where they wait; in a rendezvous store, also by the store they were told to reach (ranks
-    given different MASTER_ADDR:MASTER_PORT wait in different stores, whatever their frames)."""
-    groups: dict[tuple[str, str | None], list[RankView]] = defaultdict(list)
-    split = len({v.identity.endpoint for v in views if v.responded and v.identity.endpoint}) > 1
+    """Ranks grouped by where they wait; in a rendezvous store, also by the store they try to reach and their part
+    there (stores.py: ranks given different MASTER_ADDR:MASTER_PORT wait in different stores, whatever their
+    frames)."""
+    groups: dict[tuple[str, StoreKey | None], list[RankView]] = defaultdict(list)
+    keys = store_keys(views)
     for view in views:
         if view.responded:
-            store = view.wait is not None and view.wait.kind == "store"
-            groups[view.position, view.identity.endpoint if split and store else None].append(view)
+            groups[view.position, keys.get(view.rank)].append(view)
     places = []
     for (position, store), members in groups.items():
         ranks = sorted(v.rank for v in members)
@@ -73,7 +74,7 @@ def build_places(views: list[RankView], dims: ParallelDims | None) -> list[Place
             progress[v.progress] += 1
             activities[v.activity] += 1
         if store:
-            position += f" (its store at {store})"
+            position += f" ({store.words()})"
         places.append(Place(position=position, wait=members[0].wait, ranks=ranks, where=where(ranks, dims),
                             hosts=sorted({v.identity.host for v in members}, key=natural_key), progress=dict(progress),
                             activity=max(activities, key=lambda a: (activities[a], a == BUSY)), views=members,

@@ -100,7 +100,7 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
 def _op(place: Place) -> str:
     if place.wait is None:
         return place.position
-    return f"{place.wait.op} (its store at {place.store})" if place.store else place.wait.op
+    return f"{place.wait.op} ({place.store.words()})" if place.store else place.wait.op
 
 
 def _order_key(suspect: Suspect) -> str:
@@ -244,7 +244,7 @@ def _silent(views: list[RankView], missing: list[int], dims: ParallelDims | None
 JOINT_RULES = ("lock-order", "one-loop")  # causes whose places are one suspect: they hold up the others together
 # causes that may span several places, whose ranks are then one suspect: they are out of step together (a pipeline
 # row whose send and receive both name the wrong peers), and the cause's reason already speaks of all of them
-SHARED_RULES = ("odd-one-out",)
+SHARED_RULES = ("odd-one-out", "other-store")
 
 
 def apply_causes(suspects: list[Suspect], causes: list[Cause], graph: WaitGraph,

@@ -27,6 +27,7 @@ from hangdoctor.analysis.call_semantics import ROWS, CallMeaning, meaning
 from hangdoctor.analysis.group_names import named_group_members
 from hangdoctor.analysis.places import Place
 from hangdoctor.analysis.ranks import BUSY, STUCK, RankView
+from hangdoctor.analysis.stores import CONNECTING
 from hangdoctor.analysis.wait_rule import LOCAL_KINDS
 from hangdoctor.model import MISSING
 from hangdoctor.topology import ParallelDims, fold_ranks
@@ -47,6 +48,7 @@ class Node:
     schedule: str = ""  # the schedule whose phase it is in, and the phase's order (call_semantics.py)
     phase: int = 0
     phase_says: str = ""
+    store: str = ""  # the rendezvous store its ranks were told to reach, where no rank of the job serves it
 
     @property
     def waits_for_peers(self) -> bool:
@@ -355,23 +357,25 @@ def _comm_edges(node: Node, nodes: list[Node], node_of: dict[int, int], dims: Pa
 
 
 def _store_edges(node: Node, nodes: list[Node]) -> list[Edge] | None:
-    """A rank in the rendezvous store waits for the ranks that were told to reach another store (MASTER_ADDR and
-    MASTER_PORT in each rank's environment, or the address its store set-up's locals name): they never arrive in
-    its own. The job's store is rank 0's
-    (env:// makes rank 0 its server, or the launcher rank 0 shares); ranks told another address wait in a store
-    that no rank of the job serves, for nobody the job can give them: a sink. None where this does not apply (not
-    a store wait, the addresses unknown or all alike, or rank 0's unknown)."""
+    """A rank in the rendezvous store waits for the ranks that were told to reach another store (stores.py): they
+    never arrive in its own. The job's store is rank 0's (env:// makes rank 0 its server, or the launcher rank 0
+    shares); ranks told another address wait in a store that no rank of the job serves, for nobody the job can
+    give them: a sink. Without the addresses, a rank hosting the store waits for the ranks still connecting to
+    one (native frames), which wait for an address where nobody listens. None where this does not apply."""
     place = node.place
-    if place.wait is None or place.wait.kind != "store" or _via_thread(place) is not None:
+    if place.wait is None or place.wait.kind != "store" or place.store is None or _via_thread(place) is not None:
         return None
-    mine = place.views[0].identity.endpoint
+    if place.store.role:
+        return _connect_edges(node, nodes)
+    mine = place.store.endpoint
     told = {v.rank: v.identity.endpoint for n in nodes if n.place is not None for v in n.place.views
             if v.identity.endpoint}
     served = told.get(0)
-    if not mine or served is None or len(set(told.values())) < 2:
+    if served is None:
         return None
     if mine != served:
         node.peers = f"a store at {mine} that no rank of the job serves (rank 0's is at {served})"
+        node.store = mine
         return []
     node.peers = f"the ranks told to reach another store than this one, at {mine}"
     edges = []
@@ -384,6 +388,24 @@ def _store_edges(node: Node, nodes: list[Node]) -> list[Edge] | None:
                               f"rank{'s' if len(elsewhere) > 1 else ''} {fold_ranks(elsewhere)} "
                               f"{'were' if len(elsewhere) > 1 else 'was'} told to reach the store at "
                               f"{', '.join(where)}, not {mine}: never in this one"))
+    return edges
+
+
+def _connect_edges(node: Node, nodes: list[Node]) -> list[Edge]:
+    """The host of the store waits for the ranks still connecting; those wait for an address nobody listens at."""
+    if node.place.store.role == CONNECTING:
+        node.peers = "a store address where nobody listens (the store's host waits for its workers at its own)"
+        node.store = CONNECTING
+        return []
+    node.peers = "the ranks still connecting to the store"
+    edges = []
+    for other in nodes:
+        store = other.place.store if other.place is not None else None
+        if store is not None and store.role == CONNECTING:
+            edges.append(Edge(node.id, other.id, other.ranks, "semantic",
+                              f"rank{'s' if len(other.ranks) > 1 else ''} {fold_ranks(other.ranks)} "
+                              f"{'are' if len(other.ranks) > 1 else 'is'} still connecting to the store, retrying "
+                              f"(TCPClient::connect): never arrived in the one this rank hosts"))
     return edges
 
 

@@ -50,3 +50,21 @@ def test_a_port_0_endpoint_is_named_in_the_hint():
     assert found["suspects"] == []
     hint = next(h for h in found["hints"] if "every one told to reach the store at localhost:0" in h)
     assert "port 0 is no port a client can connect to" in hint
+
+
+SPAWNED = CORPUS / "fff_spawn_find_free_port_per_rank"
+
+
+def test_ranks_each_told_a_store_of_their_own_are_one_suspect():
+    # mp.spawn ranks that each picked a free port (pytorch#53395): rank 0 hosts its store, ranks 1-2 each connect
+    # to their own: one mistake, one suspect (attach: the addresses; native: who hosts and who still connects)
+    for form in ("attach", "locals", "native"):
+        first = verdict(SPAWNED / form)["suspects"][0]
+        assert (first["folded"], first["confidence"]) == ("1-2", "medium"), form
+    assert "told to reach stores that no rank of the job serves" in verdict(SPAWNED / "attach")["suspects"][0]["reason"]
+    assert "still connecting to the store" in verdict(SPAWNED / "native")["suspects"][0]["reason"]
+
+
+def test_python_only_dumps_of_the_same_job_name_nobody():
+    # no address, no native frame: one stack for all three, and nothing to tell them apart
+    assert verdict(SPAWNED / "text" / "s1", SPAWNED / "text" / "s2")["suspects"] == []
