@@ -40,6 +40,8 @@ RULES: tuple[WaitRule, ...] = (
       says="process-group set-up: every rank of the group must arrive at the store"),
     R("", "torch.distributed", C10D, ".*", role="layer"),
     R("", "torch.distributed", "torch/distributed/c10d_logger.py", ".*", role="layer"),
+    # torch.distributed.nn's differentiable collectives (an autograd Function around each c10d call)
+    R("", "torch.distributed", "torch/distributed/nn/functional.py", ".*", role="layer"),
     R("store", "torch.distributed", "torch/distributed/rendezvous.py", ".*", op="rendezvous",
       says="the rendezvous: waiting for every rank to join the store"),
     R("store", "torch.distributed", "torch/distributed/elastic/utils/store.py", ".*", op="store barrier",
@@ -194,6 +196,9 @@ RULES: tuple[WaitRule, ...] = (
     R("barrier", "lightning", "utilities/distributed.py", "_InfiniteBarrier.*", op="barrier",
       says="Lightning's barrier without a timeout (a gloo group's monitored_barrier)"),
     R("collective", "lightning", "strategies/", "reduce|broadcast|all_gather|reduce_boolean_decision"),
+    R("collective", "lightning", "core/module.py", "all_gather|LightningModule.all_gather", op="all_gather",
+      says="the module's self.all_gather: every rank must call it"),
+    R("", "lightning", "lightning_utilities/core/apply_func.py", "apply_to_collection.*", role="layer"),
     R("device-sync", "lightning", "logger_connector/result.py", "__to_tensor|_ResultCollection__to_tensor|"
       "_to_tensor", op="to_tensor", says="a logged value copied to the device: waits for the GPU", sure="medium"),
     R("device-sync", "lightning", "core/module.py", ".*__to_tensor|_LightningModule__to_tensor", op="to_tensor",
