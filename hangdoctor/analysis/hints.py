@@ -152,6 +152,28 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
     return hints
 
 
+_PROCESS_START = ("multiprocessing/process.py", "multiprocess/process.py", "multiprocessing/popen_fork.py")
+
+
+def relaunch_hints(views: list[RankView], dims: ParallelDims | None) -> list[str]:
+    """Ranks whose parent is another rank running the same command line: the script was started again for them
+    (Lightning's DDP launcher starts the other local ranks so), and whatever it did before the launch it does again
+    in each of them: a lock taken around the launch, a download, a file written by "the first process". A child
+    that multiprocessing forked or spawned (its bootstrap in the stack) goes on from the fork: no relaunch."""
+    ranks = {(v.identity.host, v.identity.pid): v for v in views}
+    children: dict[int, list[int]] = defaultdict(list)
+    for view in views:
+        parent = ranks.get((view.identity.host, view.identity.ppid)) if view.identity.ppid else None
+        if parent is not None and parent.identity.cmdline and view.identity.cmdline == parent.identity.cmdline \
+                and not any(f.file.endswith(_PROCESS_START) for f in view.stack if not f.native):
+            children[parent.rank].append(view.rank)
+    return [f"{who(sorted(kids), dims)} {verb(kids, 'was', 'were')} started by rank {parent} running its own command "
+            f"line again (a framework's script relaunch, as Lightning's DDP launcher starts the other local ranks): "
+            f"what the script does before the launch (a lock taken around it, a download, a file written by the "
+            f"first process) runs again in {'it' if len(kids) == 1 else 'each of them'}"
+            for parent, kids in sorted(children.items())]
+
+
 def worker_hints(places: list[Place], set_aside: list[SetAside], dims: ParallelDims | None) -> list[str]:
     """A rank waiting for its DataLoader: what its workers are doing (the busy or blocked ones)."""
     hints = []

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from hangdoctor.analysis.causes import Cause
 from hangdoctor.analysis.classes import where
-from hangdoctor.analysis.hints import lone_hints, mismatch_hints, worker_hints
+from hangdoctor.analysis.hints import lone_hints, mismatch_hints, relaunch_hints, worker_hints
 from hangdoctor.analysis.places import Place, peer_tie, pick_anchor, strip_outside, undecided, verb, who
 from hangdoctor.analysis.ranks import BUSY, PROGRESSING, STUCK, UNKNOWN, RankView
 from hangdoctor.analysis.wait_rule import LOCAL_KINDS
@@ -88,6 +88,7 @@ def find_suspects(views: list[RankView], places: list[Place], dims: ParallelDims
     hints = (mismatch_hints(anchor, others, dims, views, native, decided, waited) if anchor is not None
              else lone_hints(places, dims, native))
     hints += worker_hints(places, set_aside or [], dims)
+    hints += relaunch_hints([v for p in places for v in p.views], dims)
     silent_suspects, silent_hints = _silent(views, missing, dims, bool(places))
     suspects += silent_suspects
     hints += silent_hints
