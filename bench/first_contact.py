@@ -4,7 +4,9 @@ A case is right when the verdict's first suspect is exactly the case's `first_su
 with more than low confidence) and no innocent rank is in a high- or medium-confidence suspect. Scored on the form
 a user would have: `attach` for live and GPU cases (what `hangdoctor attach` collects: locals, source lines, two
 samples), the paste or text dumps for shape cases; and, beside it, on the text dumps of every case (py-spy's plain
-output, two samples). --rev runs the hangdoctor of that git revision (a temporary worktree, as a subprocess), so
+output, two samples). Each is read as `hangdoctor analyze` reads it by default, with the job's code where it is on
+this machine (the fixtures are: the frames' source lines come from them), so a text form can score above the same
+form in the corpus test, which reads it with --no-source. --rev runs the hangdoctor of that git revision (a temporary worktree, as a subprocess), so
 that a batch's score before a change is measured by the same script as after it.
 
     .venv/bin/python bench/first_contact.py fca_ fcb_ gpu_               # today's code, every case with a prefix
