@@ -35,9 +35,12 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SHARED_LOCKS, SILENT,
                                            STRENGTH, Edge, Node, WaitGraph)
-from hangdoctor.analysis.ahead import compare, pass_further
+from hangdoctor.analysis.ahead import compare
 from hangdoctor.analysis.call_semantics import recomputing
 from hangdoctor.analysis.conditional_calls import conditional_collective
+from hangdoctor.analysis.node_words import calls_of, doing_of, phase_of, ranks_of, verb_of, who_of
+from hangdoctor.analysis.point_to_point import (chain_end, misnamed, passes_further, receivers_ahead, tag_mismatch,
+                                                waits_back)
 from hangdoctor.topology import fold_ranks
 
 _SILENT_SURE = {"stopped": "high", "d-state": "high", "gone": "medium", "missing": "medium"}
@@ -87,8 +90,8 @@ def _lock_order(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
         return causes
     if not any(set(c.nodes) & ids for c in causes):
         return causes
-    where = "; ".join(f"{_who([n])} in {n.place.wait.op} <- {n.place.wait.caller.name if n.place.wait.caller else '?'}"
-                      for n in waiting)
+    where = "; ".join(f"{who_of([n])} in {n.place.wait.op} <- "
+                      f"{n.place.wait.caller.name if n.place.wait.caller else '?'}" for n in waiting)
     reason = (f"each waits for a lock shared between processes ({where}), and for nothing else: each holds what "
               f"another waits for (a lock-order inversion), or a process outside them holds them; no other rank is "
               f"seen inside either lock")
@@ -114,8 +117,8 @@ def _one_loop(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
             continue
         nodes = [graph.nodes[c.nodes[0]] for c in group]
         frame = next(f for f in nodes[0].place.views[0].stack if not f.native)
-        reason = (f"busy in {frame.name} ({frame.file}), running outside any wait: {_who(nodes)} run the same code, "
-                  f"caught at different points of it ({'; '.join(_who([n]) + ': ' + n.label for n in nodes)})")
+        reason = (f"busy in {frame.name} ({frame.file}), running outside any wait: {who_of(nodes)} run the same code, "
+                  f"caught at different points of it ({'; '.join(who_of([n]) + ': ' + n.label for n in nodes)})")
         out.append(_cause(graph, nodes, sure, "one-loop", reason))
     return out
 
@@ -129,7 +132,7 @@ def _other_stores(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
     nodes = [graph.nodes[c.nodes[0]] for c in group]
     served = next((v.identity.endpoint for n in graph.nodes if n.place is not None for v in n.place.views
                    if v.rank == 0), "")
-    reason = (f"{_verb(nodes, 'was', 'were')} told to reach stores that no rank of the job serves "
+    reason = (f"{verb_of(nodes, 'was', 'were')} told to reach stores that no rank of the job serves "
               f"({', '.join(n.store for n in nodes)}), not rank 0's at {served}: each waits in a store of its own")
     sure = min((c.confidence for c in group), key=lambda c: -CONFIDENCE_ORDER[c])
     return [c for c in causes if c not in group] + [_cause(graph, nodes, sure, "other-store", reason)]
@@ -247,10 +250,10 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         # which of them the late call waits for, only the topology says (a stage, not the job): low without it
         sure = "medium" if _firmly_waited(graph, late, early) else "low"
         one = len(named) == 1
-        reason = (f"never entered {_phase(late[0])} that {_who(late)} {_verb(late, 'waits', 'wait')} in; "
-                  f"{'it is' if one else 'they are'} already in {_phase(early[0])} of the next step "
+        reason = (f"never entered {phase_of(late[0])} that {who_of(late)} {verb_of(late, 'waits', 'wait')} in; "
+                  f"{'it is' if one else 'they are'} already in {phase_of(early[0])} of the next step "
                   f"({nodes[0].schedule}: that comes first in a step, so {'it has' if one else 'they have'} "
-                  f"finished this step's exchanges with {_who(late)} and gone on)")
+                  f"finished this step's exchanges with {who_of(late)} and gone on)")
         return [_cause(graph, early, sure, "schedule", reason, ranks=named)]
     held = [e for n in component for e in graph.out.get(n, []) if e.kind.startswith("lock-holder")
             and e.target in component and graph.nodes[e.target].state == COMMUNICATING]
@@ -258,43 +261,43 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     if exact:  # it holds what the others wait for, and waits in a call they cannot reach while they wait
         holders = [graph.nodes[n] for n in sorted({e.target for e in held})]
         waiters = [graph.nodes[n] for n in sorted({e.waiter for e in held})]
-        inside = ("and " + _verb(holders, "it is", "they are") + " inside another `with` over the same lock"
-                  if "inside another `with" in held[0].evidence else "which " + _verb(holders, "it is", "they are")
+        inside = ("and " + verb_of(holders, "it is", "they are") + " inside another `with` over the same lock"
+                  if "inside another `with" in held[0].evidence else "which " + verb_of(holders, "it is", "they are")
                   + " inside")
-        reason = (f"{_verb(holders, 'holds', 'hold')} what {_who(waiters)} {_verb(waiters, 'waits', 'wait')} for "
+        reason = (f"{verb_of(holders, 'holds', 'hold')} what {who_of(waiters)} {verb_of(waiters, 'waits', 'wait')} for "
                   f"({held[0].evidence.split(' (')[0].replace('it waits to enter', 'they wait to enter')}, {inside}) "
-                  f"while {_verb(holders, 'it waits', 'they wait')} in {_calls(holders)}, which {_who(waiters)} can "
-                  f"never reach")
+                  f"while {verb_of(holders, 'it waits', 'they wait')} in {calls_of(holders)}, which "
+                  f"{who_of(waiters)} can never reach")
         return [_cause(graph, holders, "medium", "lock-holder", reason)]
     if held:  # the same from line order alone: low
         holders = [graph.nodes[n] for n in sorted({e.target for e in held})]
         waiters = [graph.nodes[n] for n in sorted({e.waiter for e in held})]
-        reason = (f"{_verb(holders, 'is', 'are')} past the lock {_who(waiters)} {_verb(waiters, 'waits', 'wait')} "
-                  f"for (further along in the same function) and {_verb(holders, 'waits', 'wait')} in "
-                  f"{_calls(holders)}, which {_who(waiters)} can never reach: perhaps holding it (the line order "
-                  f"says so, not the source's blocks: attach reads them)")
+        reason = (f"{verb_of(holders, 'is', 'are')} past the lock {who_of(waiters)} "
+                  f"{verb_of(waiters, 'waits', 'wait')} for (further along in the same function) and "
+                  f"{verb_of(holders, 'waits', 'wait')} in {calls_of(holders)}, which {who_of(waiters)} can never "
+                  f"reach: perhaps holding it (the line order says so, not the source's blocks: attach reads them)")
         return [_cause(graph, holders, "low", "lock-holder", reason)]
-    tagged = _tag_mismatch(nodes)  # a send and a receive that name each other and still wait: before any other
+    tagged = tag_mismatch(nodes)  # a send and a receive that name each other and still wait: before any other
     if tagged:                     # reading of who named whom (the rest of a pipeline waits behind that pair)
         wrong, sure, detail = tagged
         return [_cause(graph, wrong, sure, "wrong-peer", detail)]
     conditional = conditional_collective(nodes, graph.blocks, graph.into)
     if conditional:  # a whole-job collective only the ranks in a branch on the rank issue
         return [_cause(graph, [conditional[0]], "medium", "rank-branch-call", conditional[1])]
-    chained = _chain_end(nodes)
-    if chained and _receivers_ahead(nodes, chained[0], graph.blocks):
+    chained = chain_end(nodes)
+    if chained and receivers_ahead(nodes, chained[0], graph.blocks):
         chained = None  # the receivers are a pass further: they went past the end's call, not it past its send
     if chained:
         ends, at_ends, detail = chained
         sure = "medium" if len(ends) == 1 else "low"
-        back = "" if graph.blocks else _waits_back(graph, ends, at_ends)
+        back = "" if graph.blocks else waits_back(graph, ends, at_ends)
         if back:  # a cycle: the end's collective waits for the receivers in turn, and either side may have skipped
             # (with the source, the loops' counters were read above: no receiver is a pass further)
             sure = "low"
         return [_cause(graph, ends, sure, "chain-end", detail, ranks=at_ends, doubt=back)]
-    misnamed = _misnamed(nodes)
-    if misnamed:
-        wrong, detail = misnamed
+    wrong_peer = misnamed(nodes)
+    if wrong_peer:
+        wrong, detail = wrong_peer
         return [_cause(graph, wrong, "medium", "wrong-peer", f"named the wrong peer: {detail}")]
     repeat = _recomputed(nodes)
     if repeat:
@@ -302,7 +305,7 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     ahead = _ahead_of_all(nodes, graph.blocks) if all(n.place is not None for n in nodes) else None
     if ahead is not None and ahead[1].by_counter and not _fewer(ahead[0], nodes):
         ahead = None  # most ranks a pass further went on by design; the few behind took a branch they did not
-    if ahead is not None and ahead[1].rank_branch and len(ahead[0].ranks) > len(_ranks(nodes)) - len(ahead[0].ranks):
+    if ahead is not None and ahead[1].rank_branch and len(ahead[0].ranks) > len(ranks_of(nodes)) - len(ahead[0].ranks):
         ahead = None  # the many in a branch on the rank (`else:` of `if is_main_process:`) took it by design: the
         # few outside it are the ones off the path, and the odd one out names them (as many on each side, as in
         # `if is_last_stage(): save()` on half the ranks: the branch's side stays the one off the path)
@@ -311,7 +314,7 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     # one more item from its iterator that the many did not get. The odd one out names the few: low when it is a
     # guess (with the other reading), as sure as it is when they fetch a pass more.
     many_left = ahead is not None and ahead[1].left_loop and \
-        len(ahead[0].ranks) > len(_ranks(nodes)) - len(ahead[0].ranks)
+        len(ahead[0].ranks) > len(ranks_of(nodes)) - len(ahead[0].ranks)
     if many_left and ahead[1].fetching:
         ahead = None
     if ahead is not None and ahead[1].left_loop and not many_left:  # it left the loop the others are still in
@@ -319,12 +322,12 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         others = [n for n in nodes if n is not node]
         one = len(_waited_ranks(graph, others, [node])) == 1  # the ranks of its place the others wait for
         # past the loop inside a branch on the rank (`if dp_rank == 0: save()`): a path the others never take
-        went = (f"took a branch on the rank that {_who(others)} did not, past the loop {_verb(others, 'it is', 'they are')}"
-                f" still in ({order.why})" if order.rank_branch else
-                f"left the loop that {_who(others)} {_verb(others, 'is', 'are')} still in ({order.why})")
+        went = (f"took a branch on the rank that {who_of(others)} did not, past the loop "
+                f"{verb_of(others, 'it is', 'they are')} still in ({order.why})" if order.rank_branch else
+                f"left the loop that {who_of(others)} {verb_of(others, 'is', 'are')} still in ({order.why})")
         reason = (f"{went}: "
-                  f"{'it' if one else 'they'} never entered {_calls(others)} and "
-                  f"{'waits' if one else 'wait'} in {_calls([node])} instead")
+                  f"{'it' if one else 'they'} never entered {calls_of(others)} and "
+                  f"{'waits' if one else 'wait'} in {calls_of([node])} instead")
         sure = "medium"
         if len(node.ranks) > 1 and len(others) > 1 and _only_assumed(graph, others, [node]):
             # the others wait in two calls or more, so not all in one group with these ranks: which of them each
@@ -351,33 +354,33 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         if not _firmly_waited(graph, others, smallest):
             sure = "low"  # the others only may wait for it (a gather's root: its members may be past the call)
         if all(n.place is not None and n.place.wait is not None and n.place.wait.kind in _RECEIVING
-               for n in smallest) and not _pass_further(smallest, others, graph.blocks):
+               for n in smallest) and not passes_further(smallest, others, graph.blocks):
             sure = "low"  # it waits for a send or a result: one of the others may have skipped it, and gone on
-        others_do = (f"{_verb(others, 'waits', 'wait')} in {_calls(others)} and for"
+        others_do = (f"{verb_of(others, 'waits', 'wait')} in {calls_of(others)} and for"
                      if all(n.state == COMMUNICATING for n in others) else
-                     f"{_verb(others, 'is', 'are')} {_doing(others)} and {_verb(others, 'waits', 'wait')} for")
+                     f"{verb_of(others, 'is', 'are')} {doing_of(others)} and {verb_of(others, 'waits', 'wait')} for")
         threadless = _no_helper(smallest, others)
-        reason = (f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {others_do} "
-                  f"{_who(smallest)}, which {_verb(smallest, 'is', 'are')} "
-                  f"{_doing(smallest)} instead" + (f", further along than the others ({order.why})" if order else "")
+        reason = (f"{verb_of(smallest, 'is', 'are')} the odd one out: {who_of(others)} {others_do} "
+                  f"{who_of(smallest)}, which {verb_of(smallest, 'is', 'are')} "
+                  f"{doing_of(smallest)} instead" + (f", further along than the others ({order.why})" if order else "")
                   if not threadless else
-                  f"{_verb(smallest, 'is', 'are')} the odd one out: {_who(others)} {others_do} {_who(smallest)}, "
+                  f"{verb_of(smallest, 'is', 'are')} the odd one out: {who_of(others)} {others_do} {who_of(smallest)}, "
                   f"none of whose threads is in {threadless}, the call the others' threads wait in (a task that "
                   f"failed or never ran there: its log, or --all-threads, shows)")
-        counted = _pass_further(smallest, others, graph.blocks)
+        counted = passes_further(smallest, others, graph.blocks)
         if counted:
-            reason += (f"; by the loop's counter in the locals {_verb(smallest, 'it is', 'they are')} a pass further: "
-                       f"past the call the others wait in")
+            reason += (f"; by the loop's counter in the locals {verb_of(smallest, 'it is', 'they are')} a pass "
+                       f"further: past the call the others wait in")
             ahead = None  # the counter says which pass each side is in: the lines' order within a pass says no more
         if ahead is not None and ahead[0] not in smallest and ahead[1].left_loop:  # many past a loop, few in it
             sure = "low"
-            reason += (f"; or {_who([ahead[0]])} left the loop early ({ahead[1].why}): the stacks cannot tell one "
-                       f"pass more on {_who(smallest)} from one less on {_who([ahead[0]])}; the Flight Recorder "
+            reason += (f"; or {who_of([ahead[0]])} left the loop early ({ahead[1].why}): the stacks cannot tell one "
+                       f"pass more on {who_of(smallest)} from one less on {who_of([ahead[0]])}; the Flight Recorder "
                        f"(each rank's count of collectives) would")
         doubt = ""
         if ahead is not None and ahead[0] not in smallest and not ahead[1].left_loop:  # program order points the
             sure = "low"  # other way: both are guesses
-            doubt = (f"{_who([ahead[0]])} may be the ones that went on ({ahead[1].why}): " +
+            doubt = (f"{who_of([ahead[0]])} may be the ones that went on ({ahead[1].why}): " +
                      ("the source's loops (attach reads them) would tell" if not graph.blocks else
                       "the source shows no loop that would tell which"))
         return [_cause(graph, smallest, sure, "odd-one-out", reason, doubt=doubt)]
@@ -385,18 +388,18 @@ def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
         if ahead is not None:
             node, order = ahead
             others = [n for n in nodes if n is not node]
-            reason = (f"never entered {_calls(others)} that {_who(others)} {_verb(others, 'waits', 'wait')} in: "
-                      f"{_verb([node], 'it is', 'they are')} further along ({order.why}), in {_calls([node])}")
+            reason = (f"never entered {calls_of(others)} that {who_of(others)} {verb_of(others, 'waits', 'wait')} in: "
+                      f"{verb_of([node], 'it is', 'they are')} further along ({order.why}), in {calls_of([node])}")
             return [_cause(graph, [node], "medium" if order.sure else "low", "program-order", reason)]
     calling = [n for n in nodes if n.state == COMMUNICATING]
     apart = [n for n in nodes if n.state != COMMUNICATING]
     if calling and apart:
-        reason = (f"{_verb(apart, 'is', 'are')} {_doing(apart)} while {_who(calling)} "
-                  f"{_verb(calling, 'waits', 'wait')} in {_calls(calling)}")
+        reason = (f"{verb_of(apart, 'is', 'are')} {doing_of(apart)} while {who_of(calling)} "
+                  f"{verb_of(calling, 'waits', 'wait')} in {calls_of(calling)}")
         return [_cause(graph, apart, _single(graph, apart[0], "sink").confidence if len(apart) == 1 else "low",
                        "not-in-call", reason)]
-    reason = (f"{' and '.join(_who([n]) + ' in ' + _calls([n]) for n in nodes)} wait for each other, and nothing in "
-              f"the stacks says which side is out of step; to break the tie: " + "; ".join(TIE_BREAKERS))
+    reason = (f"{' and '.join(who_of([n]) + ' in ' + calls_of([n]) for n in nodes)} wait for each other, and "
+              f"nothing in the stacks says which side is out of step; to break the tie: " + "; ".join(TIE_BREAKERS))
     return [_cause(graph, nodes, "low", "tie", reason)]
 
 
@@ -413,8 +416,9 @@ def _went_on(graph: WaitGraph, sink: Node) -> Cause | None:
         mine, theirs = waiter.place.views[0], sink.place.views[0]
         order = compare(mine.stack, theirs.stack, graph.blocks, mine.frame_locals, theirs.frame_locals)
         if order is not None and order.by_counter and order.ahead == 0 and len(waiter.ranks) < len(sink.ranks):
-            reason = (f"went on past {_calls([sink])}, where {_who([sink])} {_verb([sink], 'waits', 'wait')} ("
-                      f"{order.why}), and {_verb([waiter], 'waits', 'wait')} in {_calls([waiter])} of the next pass")
+            reason = (f"went on past {calls_of([sink])}, where {who_of([sink])} {verb_of([sink], 'waits', 'wait')} ("
+                      f"{order.why}), and {verb_of([waiter], 'waits', 'wait')} in {calls_of([waiter])} of the next "
+                      f"pass")
             return _cause(graph, [waiter], "medium", "program-order", reason)
     return None
 
@@ -445,189 +449,6 @@ def _ahead_of_all(nodes: list[Node], blocks: dict | None):
     return None
 
 
-def _direction(op: str) -> str:
-    """"recv", "send", or "" for an op that names neither or both (a batch of sends and receives)."""
-    receives, sends = "recv" in op, "send" in op
-    return "" if receives == sends else "recv" if receives else "send"
-
-
-def _chain_end(nodes: list[Node]) -> tuple[list[Node], list[int], str] | None:
-    """Receives whose locals name their source, followed from rank to rank (a pipeline's back-pressure: stage 0
-    receives from stage 1, which receives from stage 2): where every chain ends at a rank in no point-to-point
-    call (a barrier, a collective, outside any call), that rank is what they all wait for: it waits elsewhere
-    instead of sending. Not where the rank at the end waits in a collective rooted at a rank of the chain (a
-    broadcast from the receiving stage: both wait for the other), nor where more ranks end the chains than wait in
-    them (counting, for receives inside a pipeline schedule, every rank of the places at the ends: then the
-    receivers are the odd ones out, one stage entered a schedule the others skipped), nor
-    where a chain loops or ends at a send (a wrong peer: _misnamed), nor where a source is not among the ranks
-    seen."""
-    views = {v.rank: (n, v) for n in nodes if n.place is not None for v in n.place.views}
-    ends: dict[int, Node] = {}
-    paths: list[list[int]] = []
-    for node, view in views.values():
-        if view.wait is None or _direction(view.wait.op) != "recv" or view.peer is None or not view.peer.is_global:
-            continue
-        path, at = [view.rank], view.peer.value
-        while True:
-            entry = views.get(at)
-            if entry is None or at in path:
-                return None
-            other = entry[1]
-            if other.wait is None or not _direction(other.wait.op):
-                break
-            if _direction(other.wait.op) != "recv" or other.peer is None or not other.peer.is_global:
-                return None
-            path.append(at)
-            at = other.peer.value
-        end_node, end = views[at]
-        if end.peer is not None and end.peer.is_global and end.peer.value in path:
-            return None
-        ends[end_node.id] = end_node
-        paths.append(path + [at])
-    if any(_unmatched_send(view, views) for _, view in views.values()):
-        return None  # a send blocked toward a rank that receives nothing from it: the ranks in point-to-point calls
-        # named peers that do not pair up (a stage index taken for a rank), and the end is one of those peers
-    waiting = sorted({r for path in paths for r in path[:-1]})
-    at_ends = sorted({path[-1] for path in paths})
-    # A receive inside a pipeline schedule (call_semantics' rows) waits for a neighbour that runs the same
-    # schedule: where the chain ends with the rest of the job outside it, the receivers entered a schedule the
-    # others skipped (`if stage.is_last: schedule.eval()`), and their whole places count. A plain receive of the
-    # program waits for the one rank it names: only the ranks the chains end at count (a stage that skipped the
-    # send it owed and went on to the job's final barrier, beside ranks that are not involved).
-    scheduled = any(views[r][0].schedule for r in waiting)
-    counted = sum(len(n.ranks) for n in ends.values()) if scheduled else len(at_ends)
-    if not ends or counted > len(waiting):
-        return None  # more ranks at the end than in the chains: the receivers are the odd ones out
-    found = sorted(ends.values(), key=lambda n: min(n.ranks))
-    pairs = sorted({(a, b) for path in paths for a, b in zip(path, path[1:])})
-    steps = ", ".join(f"rank {a} from rank {b}" for a, b in pairs[:4]) + (", ..." if len(pairs) > 4 else "")
-    who = f"rank{'s' if len(waiting) > 1 else ''} {fold_ranks(waiting)} wait{'' if len(waiting) > 1 else 's'}"
-    return found, at_ends, (f"the end of a chain of receives: {who} to receive ({steps}), and rank"
-                            f"{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} "
-                            f"{'wait' if len(at_ends) > 1 else 'waits'} in {_calls(found)} instead of sending")
-
-
-def _waits_back(graph: WaitGraph, ends: list[Node], at_ends: list[int]) -> str:
-    """Where the collective the chain ends in waits for the receivers in turn (its group holds them: the whole
-    job, by default), the words that say so, else "". Then the two sides wait for each other: the end may have
-    skipped its send, or the receivers the collective (and gone on to the next step's receive); which one, only
-    the order of their steps tells (a loop's counter, read with the source: without it, this is asked)."""
-    ids = {n.id for n in ends}
-    back = sorted({r for n in ends for e in graph.out.get(n.id, []) if e.target not in ids
-                   and graph.nodes[e.target].state == COMMUNICATING for r in e.ranks})
-    if not back:
-        return ""
-    return (f"{_calls(ends)} waits for rank{'s' if len(back) > 1 else ''} {fold_ranks(back)} in turn: "
-            f"either rank{'s' if len(at_ends) > 1 else ''} {fold_ranks(at_ends)} skipped the send or rank"
-            f"{'s' if len(back) > 1 else ''} {fold_ranks(back)} the collective (and went on to the next receive): "
-            f"the steps' counters (read with the source) would tell")
-
-
-def _unmatched_send(view, views: dict) -> bool:
-    """A rank waiting in a send whose global destination is seen and is in no receive naming it back."""
-    if view.wait is None or _direction(view.wait.op) != "send" or view.peer is None or not view.peer.is_global:
-        return False
-    target = views.get(view.peer.value)
-    if target is None:
-        return False
-    other = target[1]
-    return not (other.wait is not None and _direction(other.wait.op) == "recv" and
-                (other.peer is None or other.peer.value == view.rank))
-
-
-def _pass_further(nodes: list[Node], others: list[Node], blocks: dict | None) -> bool:
-    """Every rank of `nodes` is a pass further than every rank of `others` by a loop's counter in the locals."""
-    return all(a.place is not None and b.place is not None and pass_further(
-        a.place.views[0].stack, b.place.views[0].stack, blocks, a.place.views[0].frame_locals,
-        b.place.views[0].frame_locals) == 0 for a in nodes for b in others)
-
-
-def _receivers_ahead(nodes: list[Node], ends: list[Node], blocks: dict | None) -> bool:
-    """Some receiver of the chain is a pass further than the ranks it ends at, by a loop's counter in the locals:
-    it went past the call the end waits in (a collective it skipped) and waits for a send the end makes only after
-    it; the end did not skip a send."""
-    receivers = [n for n in nodes if n not in ends and n.place is not None and n.place.wait is not None
-                 and _direction(n.place.wait.op) == "recv"]
-    return any(_pass_further([receiver], ends, blocks) for receiver in receivers)
-
-
-def _misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:
-    """Point-to-point calls whose locals name their peer: a receive from a rank that is itself receiving (or a
-    send to a rank that is itself sending) can never complete; the nodes with the most such calls named the
-    wrong peer. None when no node stands out."""
-    views = {v.rank: v for n in nodes if n.place is not None for v in n.place.views}
-    counts: dict[int, list[str]] = {}
-    for node in nodes:
-        if node.place is None:
-            continue
-        for view in node.place.views:
-            if view.wait is None or view.peer is None or not view.peer.is_global:
-                continue
-            mine, peer = _direction(view.wait.op), views.get(view.peer.value)
-            if not mine or peer is None or peer.wait is None or _direction(peer.wait.op) != mine:
-                continue
-            if _flows_on(views, view.rank, mine):
-                continue  # a pipeline's relay: its peer waits to pass on what this rank waits for
-            counts.setdefault(node.id, []).append(
-                f"rank {view.rank} {mine}s with {view.peer.name}={view.peer.value}, and rank {view.peer.value} is "
-                f"itself in {peer.wait.op}")
-    if not counts:
-        return None
-    most = max(len(v) for v in counts.values())
-    top = [n for n in nodes if len(counts.get(n.id, [])) == most]
-    if len(top) != 1:
-        return None
-    return top, "; ".join(counts[top[0].id][:3])
-
-
-def _flows_on(views: dict, start: int, direction: str) -> bool:
-    """Whether the chain of calls in one direction that starts at rank `start` (its peer in the same direction,
-    that one's peer, ...) ends at a rank in the opposite call with the last link of the chain: a receive from a
-    rank that is itself receiving from a rank that sends to it is a pipeline relaying, not a wrong peer (the hang
-    is where that pair should have matched and did not: the stacks alone cannot see why). A chain that loops back,
-    or ends elsewhere, is not one."""
-    path, at = [start], views[start].peer.value
-    while True:
-        view = views.get(at)
-        if view is None or at in path or view.wait is None:
-            return False
-        here = _direction(view.wait.op)
-        if view.peer is None or not view.peer.is_global or not here:
-            return False
-        if here != direction:
-            return view.peer.value == path[-1]
-        path.append(at)
-        at = view.peer.value
-
-
-def _tag_mismatch(nodes: list[Node]) -> tuple[list[Node], str, str] | None:
-    """A send and a receive that name each other (src/dst in their locals) and were both entered, with different
-    tags: they can never match. The side whose tag is the default (0) while the other's is not most likely left it
-    out (medium); two explicit tags that differ: both sides, low."""
-    views = {v.rank: (n, v) for n in nodes if n.place is not None for v in n.place.views}
-    for node, view in views.values():
-        if view.wait is None or view.peer is None or not view.peer.is_global or _direction(view.wait.op) != "send":
-            continue
-        other = views.get(view.peer.value)
-        if other is None:
-            continue
-        peer_node, peer = other
-        if peer.wait is None or peer.peer is None or _direction(peer.wait.op) != "recv" \
-                or not peer.peer.is_global or peer.peer.value != view.rank:
-            continue
-        sent, wanted = view.peer.tag, peer.peer.tag
-        if sent is None or wanted is None or sent == wanted:
-            continue
-        detail = (f"rank {view.rank} sends to rank {peer.rank} with tag={sent}, and rank {peer.rank} receives from "
-                  f"rank {view.rank} with tag={wanted}: the two can never match")
-        if wanted == 0:
-            return [peer_node], "medium", f"receives without the sender's tag (tag=0, the default): {detail}"
-        if sent == 0:
-            return [node], "medium", f"sends without the receiver's tag (tag=0, the default): {detail}"
-        return [node, peer_node] if node is not peer_node else [node], "low", f"tags differ: {detail}"
-    return None
-
-
 def _recomputed(nodes: list[Node]) -> tuple[list[Node], str] | None:
     """The sides whose call runs inside an activation recomputation (backward re-running a checkpointed forward),
     when the other sides' calls do not: they issued a second time a call of their forward, which the others made
@@ -637,9 +458,9 @@ def _recomputed(nodes: list[Node]) -> tuple[list[Node], str] | None:
     if not inside or len(inside) == len(nodes):
         return None
     others = [n for n in nodes if n not in inside]
-    return inside, (f"{_verb(inside, 'waits', 'wait')} in {_calls(inside)} inside an activation recomputation (backward "
-                    f"re-running a checkpointed forward): a second issue of a call its forward already made, which "
-                    f"{_who(others)} made once and {_verb(others, 'does', 'do')} not repeat")
+    return inside, (f"{verb_of(inside, 'waits', 'wait')} in {calls_of(inside)} inside an activation recomputation "
+                    f"(backward re-running a checkpointed forward): a second issue of a call its forward already made, "
+                    f"which {who_of(others)} made once and {verb_of(others, 'does', 'do')} not repeat")
 
 
 def _no_helper(smallest: list[Node], others: list[Node]) -> str:
@@ -653,15 +474,6 @@ def _no_helper(smallest: list[Node], others: list[Node]) -> str:
     if {v.wait.label for v in views} != {v.wait.label for v in theirs}:
         return ""
     return theirs[0].helper[1].label
-
-
-def _verb(nodes: list[Node], one: str, many: str) -> str:
-    return one if len(_ranks(nodes)) == 1 else many
-
-
-def _doing(nodes: list[Node]) -> str:
-    labels = sorted({n.label if n.state != COMMUNICATING else "in " + n.label for n in nodes})
-    return "; ".join(labels)
 
 
 def _single(graph: WaitGraph, node: Node, rule: str) -> Cause:
@@ -728,7 +540,7 @@ def _cause(graph: WaitGraph, nodes: list[Node], confidence: str, rule: str, reas
     if ranks is None:
         ranks = _waited_ranks(graph, [graph.nodes[e.waiter] for e in edges], nodes)
     reason += f"; but {doubt}" if doubt else ""
-    return Cause([n.id for n in nodes], ranks or _ranks(nodes), confidence, rule, reason, _waiting(graph, ids), edges,
+    return Cause([n.id for n in nodes], ranks or ranks_of(nodes), confidence, rule, reason, _waiting(graph, ids), edges,
                   doubt)
 
 
@@ -737,7 +549,7 @@ def _waited_ranks(graph: WaitGraph, waiters: list[Node], targets: list[Node]) ->
     ids = {n.id for n in targets}
     named = {r for n in waiters for e in graph.out.get(n.id, []) if e.target in ids and e.strength != "possible"
              for r in e.ranks}
-    return sorted(named & set(_ranks(targets))) or _ranks(targets)
+    return sorted(named & set(ranks_of(targets))) or ranks_of(targets)
 
 
 _RECEIVING = ("p2p", "work-wait")  # waits for another rank's send or result, whoever it is
@@ -754,23 +566,6 @@ def _firmly_waited(graph: WaitGraph, waiters: list[Node], targets: list[Node]) -
     """Some edge from the waiters into the targets is more than possible."""
     ids = {n.id for n in targets}
     return any(e.target in ids and e.strength != "possible" for n in waiters for e in graph.out.get(n.id, []))
-
-
-def _ranks(nodes: list[Node]) -> list[int]:
-    return sorted(r for n in nodes for r in n.ranks)
-
-
-def _who(nodes: list[Node]) -> str:
-    ranks = _ranks(nodes)
-    return f"rank{'s' if len(ranks) > 1 else ''} {fold_ranks(ranks)}"
-
-
-def _calls(nodes: list[Node]) -> str:
-    return ", ".join(sorted({n.place.wait.op if n.place and n.place.wait else n.label for n in nodes}))
-
-
-def _phase(node: Node) -> str:
-    return node.phase_says or node.label
 
 
 __all__ = ["Cause", "CONFIDENCE_ORDER", "read_causes"]
