@@ -175,6 +175,35 @@ def pass_further(a: Stack, b: Stack, blocks: dict | None, locals_a: tuple | None
     return None
 
 
+def one_pass(a: Stack, b: Stack, blocks: dict | None, locals_a: tuple | None, locals_b: tuple | None) -> bool:
+    """Neither stack can be a pass further than the other: every frame they share, down to the one where they
+    part, is known from the source, and each loop around both its lines has a counter (`for step in ...`) that
+    the two frames' locals hold alike. A line in no loop runs once per call of its function: both are then in the
+    same call made from it (one engine step, not this step and the next)."""
+    if not blocks:
+        return False
+    outer_a = [(i, f) for i, f in reversed(list(enumerate(a))) if not f.native]
+    outer_b = [(i, f) for i, f in reversed(list(enumerate(b))) if not f.native]
+    for (ia, fa), (ib, fb) in zip(outer_a, outer_b):
+        if (fa.name, fa.file) != (fb.name, fb.file):
+            return False
+        known_a, known_b = blocks.get((fa.file, fa.line)), blocks.get((fb.file, fb.line))
+        if known_a is None or known_b is None:
+            return False
+        shared = [tuple(loop) for loop in known_a.get("loops", []) if loop in known_b.get("loops", [])]
+        counters = {(v[0], v[1]): v[2] for v in known_a.get("loop_vars", [])}
+        vars_a = locals_a[ia] if locals_a and ia < len(locals_a) else None
+        vars_b = locals_b[ib] if locals_b and ib < len(locals_b) else None
+        for loop in shared:
+            names = counters.get(loop, [])
+            if not (vars_a and vars_b and any(_whole(vars_a.get(n)) is not None
+                                              and _whole(vars_a.get(n)) == _whole(vars_b.get(n)) for n in names)):
+                return False
+        if fa.line != fb.line:
+            return True
+    return False
+
+
 def _locals_of(stack: Stack, frame: Frame, frame_locals: tuple | None) -> dict | None:
     if not frame_locals:
         return None

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from hangdoctor.analysis.waitgraph import (COMMUNICATING, DEVICE, LOCAL, OUTSIDE, RUNNING, SHARED_LOCKS, SILENT,
                                            STRENGTH, Edge, Node, WaitGraph)
-from hangdoctor.analysis.ahead import compare
+from hangdoctor.analysis.ahead import compare, one_pass
 from hangdoctor.analysis.call_semantics import recomputing
 from hangdoctor.analysis.conditional_calls import conditional_collective
 from hangdoctor.analysis.node_words import calls_of, doing_of, phase_of, ranks_of, verb_of, who_of
@@ -235,12 +235,58 @@ def _causes_of(graph: WaitGraph, component: list[int], floor: str) -> list[Cause
     return _break_cycle(graph, component)
 
 
+def _one_step(graph: WaitGraph, nodes: list[Node]) -> bool:
+    """Every two of the nodes are in the same call of the schedule (ahead.one_pass: no loop around it, or its
+    counter alike): nobody has gone on into the next step, so the phases' order says nothing."""
+    views = [n.place.views[0] for n in nodes if n.place is not None]
+    return len(views) == len(nodes) and all(
+        one_pass(x.stack, y.stack, graph.blocks, x.frame_locals, y.frame_locals)
+        for i, x in enumerate(views) for y in views[i + 1:])
+
+
+def _stranded(graph: WaitGraph, nodes: list[Node]) -> Cause | None:
+    """In one call of a schedule, receives whose source (its locals) is already in a later phase: that rank has
+    made every send of this call, so the receivers expect more than it sent (a stage given another number of
+    micro-batches): they are out of step, and whoever waits on them waits through them."""
+    phase_of_rank = {r: n for n in nodes for r in n.ranks}
+    stranded: dict[int, list[int]] = {}  # node id -> its ranks that receive from a rank in a later phase
+    sources: set[int] = set()
+    for node in nodes:
+        wait = node.place.wait if node.place is not None else None
+        if wait is None or wait.kind != "p2p" or "recv" not in wait.op:
+            continue
+        for view in node.place.views:
+            source = phase_of_rank.get(view.peer.value) if view.peer is not None and view.peer.is_global else None
+            if source is not None and source.phase > node.phase:
+                stranded.setdefault(node.id, []).append(view.rank)
+                sources.add(source.id)
+    if not stranded:
+        return None
+    ranks = sorted(r for found in stranded.values() for r in found)
+    at = [graph.nodes[n] for n in stranded]
+    senders = [graph.nodes[n] for n in sorted(sources)]
+    one = len(ranks) == 1
+    reason = (f"{'waits' if one else 'wait'} in {phase_of(at[0])} from {who_of(senders)}, which "
+              f"{verb_of(senders, 'has', 'have')} made every send of this step and {verb_of(senders, 'waits', 'wait')} "
+              f"in {phase_of(senders[0])} (the same call of {at[0].schedule}, by the source's loops): "
+              f"{'it expects' if one else 'they expect'} more than was sent (a stage given another number of "
+              f"micro-batches)")
+    cause = _cause(graph, at, "medium", "schedule-length", reason, ranks=ranks)
+    cause.edges = [e for e in cause.edges if set(e.ranks) & set(ranks)]  # not the waits for their place's others
+    return cause
+
+
 def _break_cycle(graph: WaitGraph, component: list[int]) -> list[Cause]:
     """Nodes that wait for each other: the schedule, a wrong peer, the odd one out, program order, a rank in no
     call, else a tie (module docstring)."""
     nodes = [graph.nodes[n] for n in component]
     scheduled = [n for n in nodes if n.phase and n.schedule == nodes[0].schedule]
-    if len(scheduled) == len(nodes) and len({n.phase for n in nodes}) > 1:
+    phased = len(scheduled) == len(nodes) and len({n.phase for n in nodes}) > 1
+    if phased and _one_step(graph, nodes):
+        stranded = _stranded(graph, nodes)
+        if stranded:
+            return [stranded]
+    elif phased:
         first = min(n.phase for n in nodes)
         early = [n for n in nodes if n.phase == first]
         late = [n for n in nodes if n.phase != first]

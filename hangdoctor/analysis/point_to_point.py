@@ -119,11 +119,13 @@ def receivers_ahead(nodes: list[Node], ends: list[Node], blocks: dict | None) ->
 def misnamed(nodes: list[Node]) -> tuple[list[Node], str] | None:
     """Point-to-point calls whose locals name their peer: a receive from a rank that is itself receiving (or a
     send to a rank that is itself sending) can never complete; the nodes with the most such calls named the
-    wrong peer. None when no node stands out."""
+    wrong peer. None when no node stands out. Not a call of a schedule (call_semantics.py: DeepSpeed's
+    pipeline, Megatron's, torch.distributed.pipelining's), whose peer the engine computes from the topology: a
+    receive there waits for its stage's neighbour by design, and a neighbour in the wrong phase is not a wrong peer."""
     views = {v.rank: v for n in nodes if n.place is not None for v in n.place.views}
     counts: dict[int, list[str]] = {}
     for node in nodes:
-        if node.place is None:
+        if node.place is None or node.schedule:
             continue
         for view in node.place.views:
             if view.wait is None or view.peer is None or not view.peer.is_global:

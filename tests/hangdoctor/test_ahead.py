@@ -306,3 +306,35 @@ def test_a_rank_leaving_a_with_block_is_past_every_line_of_it(tmp_path):
     assert compare(entering, stack(5), blocks).ahead == 1
     # without the source nothing says where the block ends
     assert compare(leaving, stack(5)).ahead == 1
+
+
+ONCE = '''\
+def main(engine):
+    for step in range(2):
+        engine.train_batch()
+    engine.eval_batch()
+'''
+
+
+def test_one_pass_needs_every_shared_loop_counted_alike(tmp_path):
+    # `one_pass`: two ranks inside one engine call can be told from this step and the next only where each loop
+    # around the shared lines has a counter the locals hold alike, or there is no loop (the 42nd batch's eval_batch)
+    from hangdoctor.analysis.ahead import one_pass
+    path = tmp_path / "train.py"
+    path.write_text(ONCE)
+    infos = [{"samples": [{"pyspy_json": [{"frames": [
+        {"filename": str(path), "short_filename": "train.py", "line": line, "name": "main"} for line in (3, 4)]}]}]}]
+    blocks = {("train.py", int(k.rsplit(":", 1)[1])): v for k, v in frame_blocks(infos).items()}
+    for at in (10, 20):  # the engine's own lines, where the ranks part: in no loop of that function
+        blocks[("engine.py", at)] = {"loops": [], "conditions": [], "withs": [], "loop_vars": []}
+
+    def engine(name, line, at):
+        return (Frame(name, "engine.py", at), Frame("main", "train.py", line))
+    evaluating = engine("eval_batch", 4, 10), engine("eval_batch", 4, 20)
+    assert one_pass(*evaluating, blocks, None, None)  # no loop around line 4: it runs once
+    training = engine("train_batch", 3, 10), engine("train_batch", 3, 20)
+    assert not one_pass(*training, blocks, None, None)  # in the loop, no counter read: this step or the next
+    alike, apart = ({}, {"step": "1"}), ({}, {"step": "0"})
+    assert one_pass(*training, blocks, alike, alike)
+    assert not one_pass(*training, blocks, alike, apart)
+    assert not one_pass(*evaluating, None, None, None)  # without the source nothing is known
