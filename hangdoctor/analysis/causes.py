@@ -126,14 +126,14 @@ def _one_loop(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
 def _other_stores(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
     """Ranks told to reach rendezvous stores that no rank of the job serves (each its own address, as a per-rank
     free-port helper gives them) are one cause: the same mistake, whatever the addresses."""
-    group = [c for c in causes if len(c.nodes) == 1 and graph.nodes[c.nodes[0]].store]
+    group = [c for c in causes if len(c.nodes) == 1 and graph.nodes[c.nodes[0]].unserved]
     if len(group) < 2:
         return causes
     nodes = [graph.nodes[c.nodes[0]] for c in group]
     served = next((v.identity.endpoint for n in graph.nodes if n.place is not None for v in n.place.views
                    if v.rank == 0), "")
     reason = (f"{verb_of(nodes, 'was', 'were')} told to reach stores that no rank of the job serves "
-              f"({', '.join(n.store for n in nodes)}), not rank 0's at {served}: each waits in a store of its own")
+              f"({', '.join(n.place.store.endpoint for n in nodes)}), not rank 0's at {served}: each waits in a store of its own")
     sure = min((c.confidence for c in group), key=lambda c: -CONFIDENCE_ORDER[c])
     return [c for c in causes if c not in group] + [_cause(graph, nodes, sure, "other-store", reason)]
 

@@ -40,8 +40,8 @@ def store_role(view: RankView) -> str:
 
 def store_keys(views: list[RankView]) -> dict[int, StoreKey]:
     """rank -> its StoreKey, for the ranks that answered and wait in the store, where something sets some apart:
-    different addresses told (where every rank's is known, or some differ), else a host waiting for its workers
-    beside ranks still connecting. Empty where nothing does."""
+    the addresses told, where they differ between the ranks that answered (a rank whose address is unknown gets
+    none), else a host waiting for its workers beside ranks still connecting. Empty where nothing does."""
     waiting = [v for v in views if v.responded and v.wait is not None and v.wait.kind == "store"]
     told = {v.identity.endpoint for v in views if v.responded and v.identity.endpoint}
     if len(told) > 1:

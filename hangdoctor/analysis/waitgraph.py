@@ -48,7 +48,7 @@ class Node:
     schedule: str = ""  # the schedule whose phase it is in, and the phase's order (call_semantics.py)
     phase: int = 0
     phase_says: str = ""
-    store: str = ""  # the rendezvous store its ranks were told to reach, where no rank of the job serves it
+    unserved: bool = False  # its ranks were told a rendezvous store that no rank of the job serves
 
     @property
     def waits_for_peers(self) -> bool:
@@ -375,7 +375,7 @@ def _store_edges(node: Node, nodes: list[Node]) -> list[Edge] | None:
         return None
     if mine != served:
         node.peers = f"a store at {mine} that no rank of the job serves (rank 0's is at {served})"
-        node.store = mine
+        node.unserved = True
         return []
     node.peers = f"the ranks told to reach another store than this one, at {mine}"
     edges = []
@@ -395,7 +395,6 @@ def _connect_edges(node: Node, nodes: list[Node]) -> list[Edge]:
     """The host of the store waits for the ranks still connecting; those wait for an address nobody listens at."""
     if node.place.store.role == CONNECTING:
         node.peers = "a store address where nobody listens (the store's host waits for its workers at its own)"
-        node.store = CONNECTING
         return []
     node.peers = "the ranks still connecting to the store"
     edges = []
