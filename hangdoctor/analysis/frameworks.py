@@ -38,6 +38,9 @@ RULES: tuple[WaitRule, ...] = (
     R("store", "torch.distributed", C10D, "_store_based_barrier|init_process_group|_new_process_group_helper|"
       "_create_process_group_wrapper", op="init",
       says="process-group set-up: every rank of the group must arrive at the store"),
+    # the object collectives' own pickling (all_gather_object, gather_object, broadcast_object_list, ...): a rank
+    # there computes (a large object takes seconds to pickle or unpickle), it does not wait in the collective
+    R("", "torch.distributed", C10D, "_object_to_tensor|_tensor_to_object", role="work"),
     R("", "torch.distributed", C10D, ".*", role="layer"),
     R("", "torch.distributed", "torch/distributed/c10d_logger.py", ".*", role="layer"),
     # torch.distributed.nn's differentiable collectives (an autograd Function around each c10d call)

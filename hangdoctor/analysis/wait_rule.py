@@ -16,7 +16,7 @@ KINDS = ("collective", "p2p", "barrier", "work-wait", "ddp-reducer", "store", "d
 COMM_KINDS = frozenset({"collective", "p2p", "barrier", "work-wait", "ddp-reducer", "store"})
 LOCAL_KINDS = frozenset({"lock", "dataloader", "sleep", "io"})
 SURE = ("high", "medium", "low")
-ROLES = ("wait", "layer", "process")
+ROLES = ("wait", "layer", "work", "process")
 
 @dataclass(frozen=True)
 class WaitRule:
@@ -28,7 +28,8 @@ class WaitRule:
     native: bool = False  # matches native frames (py-spy --native) instead of Python ones
     says: str = ""  # what it waits on, in words, for the report
     sure: str = "high"  # how sure the frame alone makes us: high, medium, low
-    role: str = "wait"  # "wait", "layer" (transparent) or "process" (what the process is)
+    role: str = "wait"  # "wait", "layer" (transparent), "work" (computes: no wait below it is waited in) or
+    # "process" (what the process is)
     weight: int = 1  # 0: generic (threading, queues, sockets, libc); 1: a framework's own wait
     idle: bool = False  # a worker's loop waiting for its next task: it holds nobody up unless peers wait for it
     origin: str = "built-in"  # or the file a user's row came from
@@ -39,7 +40,7 @@ class WaitRule:
         check_field_types(self)
         if self.role not in ROLES:
             raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
-        if self.role != "layer" and self.kind not in KINDS:
+        if self.role not in ("layer", "work") and self.kind not in KINDS:
             raise ValueError(f"kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.sure not in SURE:
             raise ValueError(f"sure {self.sure!r} is not one of {', '.join(SURE)}")

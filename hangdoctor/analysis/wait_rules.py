@@ -17,7 +17,9 @@ Kinds:
     worker                     a helper process of a rank (a DataLoader worker), not a rank itself
 
 Roles: "wait" rows name what the innermost run of matching frames waits in; "layer" rows are transparent
-(wrappers inside a call: loggers, decorators) and name nothing; "process" rows say what the whole process is
+(wrappers inside a call: loggers, decorators) and name nothing; "work" rows are frames that compute inside a
+call (the pickling of torch.distributed's object collectives): a rank in them is not waiting, whatever call they
+are in, and the wait is read no further out; "process" rows say what the whole process is
 and match anywhere in its main stack (a torchrun agent, a DataLoader worker), up to multiprocessing's
 `BaseProcess._bootstrap`: below it, a forked child's stack still holds its parent's frames.
 Weight: generic rows (threading, queues, sockets, libc) say little; when a run of frames holds several rows,
@@ -95,8 +97,8 @@ def load_rules(path: Path) -> list[WaitRule]:
         unknown = set(row) - set(_FIELDS) - {"comment"}
         if unknown:
             raise ValueError(f"{path}: row {index} has unknown fields {sorted(unknown)} (known: {', '.join(_FIELDS)})")
-        needed = ("framework", "file", "function") if row.get("role") == "layer" else \
-            ("kind", "framework", "file", "function")  # a layer row is transparent: it names no kind
+        needed = ("framework", "file", "function") if row.get("role") in ("layer", "work") else \
+            ("kind", "framework", "file", "function")  # a layer or work row names no kind
         missing = [key for key in needed if key not in row]
         if missing:
             raise ValueError(f"{path}: row {index} lacks {', '.join(missing)}")

@@ -111,6 +111,8 @@ class WaitTable:
                 if rule is not None and rule.role == "wait":
                     voters.append((index, rule))
                 continue
+            if rule is not None and rule.role == "work":
+                break  # computing inside the call (pickling its objects): not waiting in it
             if rule is None:
                 if _decorator_between(frames, index, self.row):
                     continue  # a decorator's wrapper inside the call (typing_extensions' @deprecated): transparent

@@ -132,7 +132,7 @@ def test_a_file_opened_through_pathlib_or_io_open_is_file_io_not_unknown():
 
 
 def test_every_builtin_row_is_well_formed():
-    assert all(r.kind in KINDS or r.role == "layer" for r in RULES)
+    assert all(r.kind in KINDS or r.role in ("layer", "work") for r in RULES)
     with pytest.raises(ValueError, match="kind"):
         WaitRule("waiting", "x", "x.py", "f")
     with pytest.raises(ValueError, match="regular expression"):
@@ -151,6 +151,18 @@ def test_users_rows_name_their_own_framework(tmp_path, monkeypatch):
     assert (wait.kind, wait.op, wait.framework, wait.caller.name) == ("collective", "all_reduce", "mylib", "Trainer.step")
     monkeypatch.setenv("HANGDOCTOR_WAIT_RULES", str(rules))
     assert WaitTable(active_rules()).classify(MYLIB).kind == "collective"
+
+
+def test_a_users_work_row_ends_the_wait_reading_at_its_frame(tmp_path):
+    """mylib's collective packs its payload with its own codec: a rank in the codec computes, not waits."""
+    packing = stack("Codec.pack mylib/codec.py:30", "Comm.allreduce mylib/comm/nccl.py:40", "Trainer.step mylib/t.py:9")
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"kind": "collective", "framework": "mylib", "file": "mylib/comm/",
+                                  "function": "allreduce"},
+                                 {"role": "layer", "framework": "mylib", "file": "mylib/codec.py", "function": ".*"}]))
+    assert WaitTable(active_rules([rules])).classify(packing).kind == "collective"
+    rules.write_text(rules.read_text().replace('"layer"', '"work"'))
+    assert WaitTable(active_rules([rules])).classify(packing) is None
 
 
 def test_users_rows_change_the_verdict_of_analyze(tmp_path, capsys):
