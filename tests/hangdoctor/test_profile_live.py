@@ -33,7 +33,10 @@ def profile(job: SlowJob, out, *extra):
 
 
 def test_the_slow_rank_is_named_with_where_its_time_goes(slow_job, tmp_path):
-    slow_job.slow(2, 1.6)
+    """What is reported of a straggler, on one plainly slow (2.5x its step): how small a slowdown is found, how
+    often, is bench/stragglers.py's to measure. At 1.6x a CI run on a loaded machine once named nobody: its peers'
+    waits spread from 4% to 49% over the 4 s, and a spread that wide is read as noise."""
+    slow_job.slow(2, 2.5)
     result = profile(slow_job, tmp_path / "o", "--json")
     assert result.returncode == 0, result.output[-3000:]
     report = json.loads(result.stdout)
