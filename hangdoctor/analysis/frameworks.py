@@ -218,6 +218,12 @@ RULES: tuple[WaitRule, ...] = (
       "Accelerator.gather|Accelerator.reduce|Accelerator.pad_across_processes",
       says="accelerate's gather (or reduce) across processes"),
     R("barrier", "accelerate", "accelerate/", "wait_for_everyone", op="barrier"),
+    # pytorch-ignite's idist helpers (ignite.distributed): a collective of its computation model (native, Horovod,
+    # XLA), whose internals (comp_models/) are a layer: the call is named after idist's caller (EpochMetric.compute)
+    R("collective", "ignite", "ignite/distributed/utils.py", "all_reduce|all_gather|broadcast|"
+      "all_gather_tensors_with_shapes", says="ignite's idist collective: every process must call it"),
+    R("barrier", "ignite", "ignite/distributed/utils.py", "barrier", op="barrier"),
+    R("", "ignite", "ignite/distributed/comp_models/", ".*", role="layer"),
     R("collective", "transformers", "transformers/trainer_pt_utils.py", "distributed_concat|nested_gather|"
       "distributed_broadcast_scalars", op="all_gather"),
     # ---- JAX multi-process (its collectives run as computations; the host waits in their result) -----------

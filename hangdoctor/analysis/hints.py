@@ -121,7 +121,8 @@ def mismatch_hints(anchor: Place, others: list[Place], dims: ParallelDims | None
                          "inside the call are the ones to look at")
     for place in (p for p in others if p.moving):
         hints.append(f"{who(anchor.ranks, dims)} {waits if anchor.in_collective else 'sit'} in {anchor.position} "
-                     f"for {who(place.ranks, dims)}, still progressing (a straggler, not a hang)")
+                     f"for {who(place.ranks, dims)}, still progressing (a straggler, or a rank retrying in a loop: "
+                     f"not stuck itself, the job is stuck on it)")
     if not others and anchor.in_collective:
         hints.append(one_place_hint(anchor, dims))
     elif anchor.in_collective and not said and any(p.in_collective and undecided(p, anchor) and
