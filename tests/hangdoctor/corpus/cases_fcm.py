@@ -9,7 +9,7 @@ from tests.support import PYTHON
 
 # s-JoL/Open-Llama#47 and the wandb prompt of ultralytics/yolov5#5160, 3 ranks: rank 0 waits in input() for the
 # tracker's account choice; ranks 1-2 wait in DDP's construction.
-register(LiveCase("fcm_tracker_login_prompt", torchrun(3, "fcm_tracker_login_prompt.py"), ranks=3, settle=2.0))
+register(LiveCase("fcm_tracker_login_prompt", torchrun(3, "fcm_tracker_login_prompt.py"), ranks=3, settle=3.0))
 
 # Lightning 1.5's GPUStatsMonitor (nvidia-smi per batch, no timeout) and unias/docklet PR #408, 3 ranks: rank 1's
 # query never returns (subprocess.run), ranks 0 and 2 wait in DDP's gradient all_reduce.

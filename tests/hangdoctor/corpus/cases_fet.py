@@ -11,9 +11,10 @@ register(LiveCase("fet_fsdp2_rank0_sample_generate", torchrun(3, "fet_fsdp2_rank
 
 # a custom SavePlanner whose create_global_plan de-duplicates with a list, quadratic in the write items
 # (pytorch/pytorch#163548, mosaicml/composer PR #3271): rank 0 (the coordinator) busy in create_global_plan; ranks 1-2
-# in dcp.save waiting for the scattered plans.
+# in dcp.save waiting for the scattered plans. Ranks 1-2 take 4 s (a quiet machine) to 8 s or more (a CI run beside
+# two other cases on a slow day, caught still pickling their plans) to reach the scatter; rank 0 stays busy for hours.
 register(LiveCase("fet_dcp_custom_planner_quadratic_dedup", torchrun(3, "fet_dcp_custom_planner_quadratic_dedup.py"),
-                  ranks=3, settle=6.0))
+                  ranks=3, settle=12.0))
 
 # a wall-time checkpoint trigger evaluated on each rank's own clock (idaholab/moose PR #26588), dcp.save on a gloo
 # checkpoint group: rank 0 (a second later, after its metric logging) in dcp.save's plan gather; ranks 1-2 in the
