@@ -133,7 +133,8 @@ def _other_stores(graph: WaitGraph, causes: list[Cause]) -> list[Cause]:
     served = next((v.identity.endpoint for n in graph.nodes if n.place is not None for v in n.place.views
                    if v.rank == 0), "")
     reason = (f"{verb_of(nodes, 'was', 'were')} told to reach stores that no rank of the job serves "
-              f"({', '.join(n.place.store.endpoint for n in nodes)}), not rank 0's at {served}: each waits in a store of its own")
+              f"({', '.join(n.place.store.endpoint for n in nodes)}), not rank 0's at {served}: each waits in a "
+              f"store of its own")
     sure = min((c.confidence for c in group), key=lambda c: -CONFIDENCE_ORDER[c])
     return [c for c in causes if c not in group] + [_cause(graph, nodes, sure, "other-store", reason)]
 

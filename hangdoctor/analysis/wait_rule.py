@@ -17,6 +17,7 @@ COMM_KINDS = frozenset({"collective", "p2p", "barrier", "work-wait", "ddp-reduce
 LOCAL_KINDS = frozenset({"lock", "dataloader", "sleep", "io"})
 SURE = ("high", "medium", "low")
 ROLES = ("wait", "layer", "work", "process")
+KINDLESS_ROLES = ("layer", "work")  # rows that name no wait kind
 
 @dataclass(frozen=True)
 class WaitRule:
@@ -40,7 +41,7 @@ class WaitRule:
         check_field_types(self)
         if self.role not in ROLES:
             raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
-        if self.role not in ("layer", "work") and self.kind not in KINDS:
+        if self.role not in KINDLESS_ROLES and self.kind not in KINDS:
             raise ValueError(f"kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.sure not in SURE:
             raise ValueError(f"sure {self.sure!r} is not one of {', '.join(SURE)}")

@@ -36,7 +36,7 @@ from pathlib import Path
 from hangdoctor.clicore.inputs import load_json
 from hangdoctor.analysis.call_semantics import ROWS, CallRow
 from hangdoctor.analysis.frameworks import RULES
-from hangdoctor.analysis.wait_rule import WaitRule
+from hangdoctor.analysis.wait_rule import KINDLESS_ROLES, WaitRule
 
 _ENV = "HANGDOCTOR_WAIT_RULES"
 MAX_RULES_BYTES = 16 << 20
@@ -97,7 +97,7 @@ def load_rules(path: Path) -> list[WaitRule]:
         unknown = set(row) - set(_FIELDS) - {"comment"}
         if unknown:
             raise ValueError(f"{path}: row {index} has unknown fields {sorted(unknown)} (known: {', '.join(_FIELDS)})")
-        needed = ("framework", "file", "function") if row.get("role") in ("layer", "work") else \
+        needed = ("framework", "file", "function") if row.get("role") in KINDLESS_ROLES else \
             ("kind", "framework", "file", "function")  # a layer or work row names no kind
         missing = [key for key in needed if key not in row]
         if missing:
